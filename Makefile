@@ -1,0 +1,36 @@
+# Two commands set everything up on a fresh machine:  make demo   and   make test
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+
+.PHONY: demo test check lint typecheck proto proto-check bench clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $@
+
+demo: $(VENV)/.installed
+	$(VENV)/bin/cachectl demo
+
+test: $(VENV)/.installed
+	$(PY) -m pytest
+
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+typecheck: $(VENV)/.installed
+	$(VENV)/bin/mypy
+
+proto: $(VENV)/.installed
+	$(PY) scripts/gen_proto.py
+
+proto-check: $(VENV)/.installed
+	$(PY) scripts/gen_proto.py --check
+
+check: lint typecheck proto-check test
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

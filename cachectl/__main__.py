@@ -1,0 +1,3 @@
+from cachectl.main import main
+
+raise SystemExit(main())

@@ -1,0 +1,235 @@
+"""The CacheRoute planner: Algorithm 1 of the paper, exactly, plus the two ablation placements.
+
+1. replica count  k_b = max(1, ceil(λ_b / q_cap)), at most R (a set cannot repeat a destination)
+2. admission      keys by decreasing λ_b (ties: increasing key hash), admitted while Σ k_b ≤ R·W;
+                  admission stops at the first key that does not fit, so every admitted key has a
+                  rate ≥ every key left out. Keys with rate 0 are never admitted.
+3. cold tail      L[r] = (rate not admitted) · w_r / Σ w  — the tail is spread by power-of-two
+                  choices, i.e. evenly per unit of capacity
+4. LPT            for each admitted key in admission order: the k_b destinations with the smallest
+                  L[r] / w_r (ties: lowest index) get λ_b / k_b each
+
+Only the top R·W keys by rate can be admitted (each takes at least one slot), so the planner
+partitions instead of sorting all keys: O(|B| + C log C + Σ k_b log R) for C = R·W.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from dataplane.table import (
+    MAX_NODES,
+    PLACEMENTS,
+    F64Array,
+    KeyLabel,
+    PlannerParams,
+    PlanStats,
+    RoutingTable,
+    U64Array,
+    make_table,
+)
+
+TOP_KEYS = 100
+
+
+class PlanError(ValueError):
+    """Planner input that cannot produce a plan; the message names the offending input."""
+
+
+@dataclass(frozen=True)
+class PlanInput:
+    """Everything a plan is built from. ``rates`` are requests/s aligned with ``key_hashes``."""
+
+    key_hashes: U64Array
+    rates: F64Array
+    node_ids: Sequence[str]
+    q_cap: float
+    slots_per_node: int
+    node_weights: Sequence[float] = ()
+    placement: str = "lpt"
+    seed: int = 0
+    pool: str = "default"
+    key_labels: Mapping[int, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Admission:
+    """Admitted keys (indices into the input) in admission order, with their replica counts."""
+
+    order: np.ndarray  # int64 indices into the input arrays
+    replicas: np.ndarray  # int64 k_b, aligned with order
+    slots_total: int
+
+
+def replica_counts(rates: F64Array, q_cap: float, num_nodes: int) -> np.ndarray:
+    """k_b = max(1, ceil(λ_b / q_cap)), capped at the number of destinations."""
+    return np.clip(np.ceil(rates / q_cap), 1, num_nodes).astype(np.int64)
+
+
+def admit(
+    key_hashes: U64Array, rates: F64Array, q_cap: float, num_nodes: int, slots_total: int
+) -> Admission:
+    """Warm-set admission (Algorithm 1, lines 1-2)."""
+    empty = np.zeros(0, dtype=np.int64)
+    if slots_total <= 0:
+        return Admission(empty, empty, slots_total)
+    candidates = np.flatnonzero(rates > 0)
+    if candidates.shape[0] > slots_total:
+        candidate_rates = rates[candidates]
+        kth = candidate_rates.shape[0] - slots_total
+        threshold = np.partition(candidate_rates, kth)[kth]  # the C-th largest rate
+        candidates = candidates[candidate_rates >= threshold]
+    order = candidates[np.lexsort((key_hashes[candidates], -rates[candidates]))]
+    replicas = replica_counts(rates[order], q_cap, num_nodes)
+    admitted = int(np.searchsorted(np.cumsum(replicas), slots_total, side="right"))
+    return Admission(order[:admitted], replicas[:admitted], slots_total)
+
+
+def place_lpt(
+    rates: Sequence[float], replicas: Sequence[int], initial_load: list[float], weights: list[float]
+) -> list[list[int]]:
+    """LPT (Algorithm 1, lines 4-6): each key's k_b least-loaded destinations; mutates loads."""
+    heap = [(load / w, r) for r, (load, w) in enumerate(zip(initial_load, weights, strict=True))]
+    heapq.heapify(heap)
+    sets: list[list[int]] = []
+    for rate, k in zip(rates, replicas, strict=True):
+        chosen = [heapq.heappop(heap)[1] for _ in range(k)]
+        share = rate / k
+        for r in chosen:
+            initial_load[r] += share
+            heapq.heappush(heap, (initial_load[r] / weights[r], r))
+        chosen.sort()
+        sets.append(chosen)
+    return sets
+
+
+def place_hash(
+    key_hashes: Sequence[int], rates: Sequence[float], loads: list[float]
+) -> list[list[int]]:
+    """affinity_only ablation: one destination per key, chosen by the key hash alone."""
+    sets = [[int(h) % len(loads)] for h in key_hashes]
+    for (r,), rate in zip(sets, rates, strict=True):
+        loads[r] += rate
+    return sets
+
+
+def place_random(
+    rates: Sequence[float], replicas: Sequence[int], loads: list[float], seed: int
+) -> list[list[int]]:
+    """replicate_random ablation: k_b distinct destinations drawn uniformly at random."""
+    rng = np.random.default_rng(seed)
+    sets: list[list[int]] = []
+    for rate, k in zip(rates, replicas, strict=True):
+        chosen = sorted(int(r) for r in rng.choice(len(loads), size=k, replace=False))
+        for r in chosen:
+            loads[r] += rate / k
+        sets.append(chosen)
+    return sets
+
+
+def _check(plan: PlanInput) -> list[float]:
+    """Validate the input; return the destination weights (all 1 when none are given)."""
+    num_nodes = len(plan.node_ids)
+    if num_nodes == 0:
+        raise PlanError("no destinations: need at least one node")
+    if num_nodes > MAX_NODES:
+        raise PlanError(f"{num_nodes} destinations; the limit is {MAX_NODES}")
+    if len(set(plan.node_ids)) != num_nodes:
+        raise PlanError("destination ids are not unique")
+    if plan.key_hashes.shape != plan.rates.shape:
+        raise PlanError(f"{plan.key_hashes.shape[0]} keys but {plan.rates.shape[0]} rates")
+    if not (math.isfinite(plan.q_cap) and plan.q_cap > 0):
+        raise PlanError(f"q_cap must be a positive number, got {plan.q_cap}")
+    if plan.slots_per_node < 0:
+        raise PlanError(f"slots_per_node must be >= 0, got {plan.slots_per_node}")
+    if plan.placement not in PLACEMENTS:
+        raise PlanError(f"placement must be one of {PLACEMENTS}, got {plan.placement!r}")
+    if plan.rates.size and not (np.all(np.isfinite(plan.rates)) and plan.rates.min() >= 0):
+        raise PlanError("rates must be finite and >= 0")
+    weights = [float(w) for w in plan.node_weights] or [1.0] * num_nodes
+    if len(weights) != num_nodes:
+        raise PlanError(f"{len(weights)} weights for {num_nodes} destinations")
+    if not all(math.isfinite(w) and w > 0 for w in weights):
+        raise PlanError("destination weights must be positive numbers")
+    return weights
+
+
+def build_plan(plan: PlanInput, *, created_at_unix_ms: int | None = None) -> RoutingTable:
+    """Run Algorithm 1 and return the validated routing table with its statistics."""
+    started = time.perf_counter()
+    weights = _check(plan)
+    num_nodes = len(plan.node_ids)
+    key_hashes = np.asarray(plan.key_hashes, dtype=np.uint64)
+    rates = np.asarray(plan.rates, dtype=np.float64)
+    slots_total = num_nodes * plan.slots_per_node
+    if plan.placement == "hash":  # one slot per key: admission by rate alone
+        admission = admit(key_hashes, rates, math.inf, num_nodes, slots_total)
+    else:
+        admission = admit(key_hashes, rates, plan.q_cap, num_nodes, slots_total)
+    admitted_hashes = key_hashes[admission.order]
+    admitted_rates = rates[admission.order].tolist()
+    replicas = admission.replicas.tolist()
+
+    total_rate = float(rates.sum())
+    tail_rate = max(0.0, total_rate - math.fsum(admitted_rates))
+    weight_sum = math.fsum(weights)
+    loads = [tail_rate * w / weight_sum for w in weights]
+    if plan.placement == "lpt":
+        sets = place_lpt(admitted_rates, replicas, loads, weights)
+    elif plan.placement == "hash":
+        sets = place_hash(admitted_hashes.tolist(), admitted_rates, loads)
+    else:
+        sets = place_random(admitted_rates, replicas, loads, plan.seed)
+
+    by_hash = np.argsort(admitted_hashes, kind="stable")
+    sizes = np.array([len(s) for s in sets], dtype=np.uint32)[by_hash]
+    offsets = np.zeros(len(sets) + 1, dtype=np.uint32)
+    np.cumsum(sizes, out=offsets[1:])
+    members = np.fromiter(
+        (m for i in by_hash.tolist() for m in sets[i]), dtype=np.uint16, count=int(offsets[-1])
+    )
+    normalised = [load / w for load, w in zip(loads, weights, strict=True)]
+    mean = math.fsum(normalised) / num_nodes
+    stats = PlanStats(
+        num_keys=int(rates.shape[0]),
+        admitted_keys=len(sets),
+        total_rate=total_rate,
+        admitted_rate_share=(math.fsum(admitted_rates) / total_rate) if total_rate > 0 else 0.0,
+        slots_used=int(sizes.sum()),
+        slots_total=slots_total,
+        max_replicas=int(sizes.max()) if len(sets) else 0,
+        planned_load=tuple(loads),
+        planned_imbalance=(max(normalised) / mean) if mean > 0 else 1.0,
+        tail_rate=tail_rate,
+    )
+    top_hashes = admitted_hashes[:TOP_KEYS].tolist()
+    top_keys = [
+        KeyLabel(h, plan.key_labels.get(h, ""), rate)
+        for h, rate in zip(top_hashes, admitted_rates[:TOP_KEYS], strict=True)
+    ]
+    params = PlannerParams(
+        q_cap=plan.q_cap,
+        slots_per_node=plan.slots_per_node,
+        placement=plan.placement,
+        node_weights=tuple(plan.node_weights),
+        seed=plan.seed if plan.placement == "random" else 0,
+    )
+    table = make_table(
+        pool=plan.pool,
+        node_ids=list(plan.node_ids),
+        key_hashes=admitted_hashes[by_hash],
+        set_offsets=offsets,
+        set_members=members,
+        params=params,
+        created_at_unix_ms=created_at_unix_ms or int(time.time() * 1000),
+        stats=stats,
+        top_keys=top_keys,
+    )
+    build_ms = (time.perf_counter() - started) * 1000.0
+    return replace(table, stats=replace(table.stats, build_ms=build_ms))

@@ -1,0 +1,41 @@
+"""The explicit list of routing policies, selected by name (no import-time registration)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dataplane.policies.base import Policy
+from dataplane.policies.cacheroute import (
+    AffinityOnlyPolicy,
+    CacheRoutePolicy,
+    ReplicateRandomPolicy,
+)
+from dataplane.policies.flat import FlatPolicy
+
+POLICIES: dict[str, type[Policy]] = {
+    cls.name: cls
+    for cls in (
+        FlatPolicy,
+        CacheRoutePolicy,
+        AffinityOnlyPolicy,
+        ReplicateRandomPolicy,
+    )
+}
+
+# The seven policies of the paper's comparison, in its table order; the rest are ablations.
+BASELINES = ("flat", "sticky", "chwbl", "dualmap", "preble", "sglang", "cacheroute")
+ABLATIONS = ("affinity_only", "replicate_random")
+
+
+class UnknownPolicyError(ValueError):
+    """A policy name that is not in the registry."""
+
+
+def make_policy(name: str, *, seed: int = 0, **params: Any) -> Policy:
+    """A fresh policy instance; ``params`` override the policy's documented defaults."""
+    try:
+        cls = POLICIES[name]
+    except KeyError:
+        known = ", ".join(sorted(POLICIES))
+        raise UnknownPolicyError(f"unknown policy {name!r}; known: {known}") from None
+    return cls(seed=seed, **params)

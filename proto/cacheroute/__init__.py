@@ -1,0 +1,1 @@
+"""CacheRoute's wire protocol. The generated code lives in :mod:`cacheroute.v1`."""

@@ -1,0 +1,25 @@
+"""The request record every workload produces and the simulator consumes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+BLOCK_TOKENS = 16
+
+
+@dataclass(frozen=True, slots=True)
+class SimRequest:
+    """One request of a workload, in arrival order.
+
+    ``blocks`` are the chained hashes of the prompt's 16-token blocks (a trailing partial block
+    counts), so ``len(blocks) == ceil(prompt_tokens / 16)`` and two requests share a cached
+    prefix exactly as far as their leading blocks are equal.
+    """
+
+    arrival_s: float
+    key: str
+    key_hash: int
+    blocks: tuple[int, ...]
+    prompt_tokens: int
+    output_tokens: int
+    thread: int = -1
