@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 BLOCK_TOKENS = 16
 
@@ -23,3 +24,13 @@ class SimRequest:
     prompt_tokens: int
     output_tokens: int
     thread: int = -1
+
+
+class Workload(Protocol):
+    """A request stream generator (synthetic or a trace replay)."""
+
+    name: str
+
+    def requests(self, *, qps: float, duration_s: float, seed: int) -> list[SimRequest]:
+        """Requests arriving in [0, duration_s) at a mean of ``qps`` per second, by arrival."""
+        ...
