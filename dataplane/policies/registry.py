@@ -10,12 +10,22 @@ from dataplane.policies.cacheroute import (
     CacheRoutePolicy,
     ReplicateRandomPolicy,
 )
+from dataplane.policies.chwbl import ChwblPolicy
+from dataplane.policies.dualmap import DualMapPolicy
 from dataplane.policies.flat import FlatPolicy
+from dataplane.policies.preble import PreblePolicy
+from dataplane.policies.sglang import SGLangPolicy
+from dataplane.policies.sticky import StickyPolicy
 
 POLICIES: dict[str, type[Policy]] = {
     cls.name: cls
-    for cls in (
+    for cls in (  # BASELINES order, then ABLATIONS
         FlatPolicy,
+        StickyPolicy,
+        ChwblPolicy,
+        DualMapPolicy,
+        PreblePolicy,
+        SGLangPolicy,
         CacheRoutePolicy,
         AffinityOnlyPolicy,
         ReplicateRandomPolicy,
