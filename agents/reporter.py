@@ -1,0 +1,255 @@
+"""The NodeReport stream of one agent to the control plane (``AgentService.Connect``).
+
+- The agent :meth:`~Reporter.offer`\\ s each new report; only the newest unsent one is kept (a
+  stale report is worth nothing once a fresher one exists), so a slow or absent control plane
+  never blocks scraping.
+- Every report carries the node's identity, so the first report written on any stream joins
+  (or re-joins) the node. ``seq`` counts reports over the agent's life, starting at 1: it goes on
+  across reconnects, so the control plane can tell a resumed agent and count lost reports.
+- A directive's ``report_interval_ms`` is adopted (clamped to 50 ms .. 60 s).
+- When the stream fails or the server ends it, a new channel and stream are opened after an
+  exponential backoff with jitter (0.2 s doubling to 5 s, each delay × U(0.5, 1)); the backoff
+  resets once a stream has stayed up for a second or a directive arrives.
+- :meth:`~Reporter.close` sends the final report with ``leaving = true``, half-closes the stream
+  and waits briefly for the server to end it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import time
+
+import grpc
+import structlog
+
+from agents.metrics import NodeMetrics
+from cacheroute.v1 import agent_pb2, agent_pb2_grpc
+
+MIN_INTERVAL_MS = 50
+MAX_INTERVAL_MS = 60_000
+
+# A fresh channel is opened per stream, so gRPC's own reconnect backoff (up to 120 s by default)
+# never delays a reconnect; the bounds below only matter inside one channel.
+CHANNEL_OPTIONS: tuple[tuple[str, int], ...] = (
+    ("grpc.initial_reconnect_backoff_ms", 200),
+    ("grpc.min_reconnect_backoff_ms", 200),
+    ("grpc.max_reconnect_backoff_ms", 2_000),
+    ("grpc.enable_retries", 0),
+)
+
+log = structlog.get_logger("agents.reporter")
+
+
+class Backoff:
+    """Exponential backoff with jitter: ``min(cap, base · 2^n) · U(0.5, 1)`` for failure n."""
+
+    def __init__(
+        self, base_s: float = 0.2, cap_s: float = 5.0, rng: random.Random | None = None
+    ) -> None:
+        if base_s <= 0 or cap_s < base_s:
+            raise ValueError(f"backoff needs 0 < base ({base_s}) <= cap ({cap_s})")
+        self.base_s, self.cap_s = base_s, cap_s
+        self._rng = rng or random.Random()
+        self.failures = 0
+
+    def next_delay(self) -> float:
+        delay = min(self.cap_s, self.base_s * 2.0 ** min(self.failures, 30))
+        self.failures += 1
+        return delay * self._rng.uniform(0.5, 1.0)
+
+    def reset(self) -> None:
+        self.failures = 0
+
+
+class Reporter:
+    """Owns the stream of one agent: :meth:`start`, :meth:`offer` reports, :meth:`close`."""
+
+    def __init__(
+        self,
+        target: str,
+        *,
+        metrics: NodeMetrics,
+        credentials: grpc.ChannelCredentials | None = None,
+        backoff: Backoff | None = None,
+        stable_after_s: float = 1.0,
+        close_timeout_s: float = 2.0,
+    ) -> None:
+        self.target = target
+        self._metrics = metrics
+        self._credentials = credentials
+        self._backoff = backoff or Backoff()
+        self._stable_after_s = stable_after_s
+        self._close_timeout_s = close_timeout_s
+        self._log = log.bind(node_id=metrics.node_id, controlplane=target)
+        self._latest: agent_pb2.NodeReport | None = None
+        self._pending = False
+        self._wake = asyncio.Event()
+        self._closing = asyncio.Event()
+        self._final: agent_pb2.NodeReport | None = None
+        self._task: asyncio.Task[None] | None = None
+        self.seq = 0  # seq of the last report written
+        self.interval_ms: int | None = None  # adopted from the control plane
+        self.draining = False
+        self.connected = False
+        self.ever_sent = False
+        self.leaving_sent = False
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name=f"reporter:{self._metrics.node_id}")
+
+    def offer(self, report: agent_pb2.NodeReport) -> None:
+        """Queue ``report`` as the next one to send, replacing an unsent older one."""
+        self._latest = report
+        self._pending = True
+        self._wake.set()
+
+    async def close(self, final: agent_pb2.NodeReport | None = None) -> None:
+        """Send ``final`` with leaving = true (if the node ever joined), then end the stream."""
+        if final is not None:
+            self._final = agent_pb2.NodeReport()
+            self._final.CopyFrom(final)
+            self._final.leaving = True
+        self._closing.set()
+        self._wake.set()
+        if self._task is None:
+            return
+        try:
+            await asyncio.wait_for(asyncio.shield(self._task), self._close_timeout_s + 1.0)
+        except TimeoutError:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _run(self) -> None:
+        try:
+            while not self._closing.is_set():
+                if self._latest is None:
+                    await self._wait_wake()
+                    continue
+                was_open, reason = await self._stream()
+                if self._closing.is_set():
+                    break
+                self._metrics.reconnects.inc()
+                delay = round(self._backoff.next_delay(), 3)
+                if was_open:  # one warning per outage; refused attempts are only info
+                    self._log.warning("controlplane_stream_lost", error=reason, retry_in_s=delay)
+                else:
+                    self._log.info("controlplane_unavailable", error=reason, retry_in_s=delay)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._closing.wait(), delay)
+            if self._final is not None and self.ever_sent and not self.leaving_sent:
+                with contextlib.suppress(TimeoutError):  # one last try to say goodbye
+                    await asyncio.wait_for(self._stream(), self._close_timeout_s)
+        finally:
+            self._set_connected(False)
+
+    async def _wait_wake(self) -> None:
+        await self._wake.wait()
+        self._wake.clear()
+
+    async def _stream(self) -> tuple[bool, str]:
+        """One stream, until it is lost or the reporter closes: (was it open, why it ended)."""
+        channel = self._open_channel()
+        call = agent_pb2_grpc.AgentServiceStub(channel).Connect()
+        reader = asyncio.create_task(self._read(call))
+        opened = time.monotonic()
+        self._pending = self._latest is not None  # the newest report (re)joins the node at once
+        was_open = False
+        try:
+            while True:
+                self._wake.clear()
+                if self._closing.is_set():
+                    await self._finish(call, reader)
+                    return was_open, ""
+                if self._pending:
+                    await self._write(call, self._take())
+                    was_open = True
+                    if time.monotonic() - opened >= self._stable_after_s:
+                        self._backoff.reset()
+                waker = asyncio.create_task(self._wake.wait())
+                await asyncio.wait({waker, reader}, return_when=asyncio.FIRST_COMPLETED)
+                waker.cancel()
+                if reader.done():
+                    error = None if reader.cancelled() else reader.exception()
+                    return was_open, _describe(error) if error else "the server ended the stream"
+        except (grpc.RpcError, asyncio.InvalidStateError) as exc:
+            return was_open, _describe(exc)
+        finally:
+            self._set_connected(False)
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError, grpc.RpcError):
+                await reader
+            call.cancel()
+            await channel.close(grace=None)
+
+    def _open_channel(self) -> grpc.aio.Channel:
+        if self._credentials is None:
+            return grpc.aio.insecure_channel(self.target, options=CHANNEL_OPTIONS)
+        return grpc.aio.secure_channel(self.target, self._credentials, options=CHANNEL_OPTIONS)
+
+    def _take(self) -> agent_pb2.NodeReport:
+        assert self._latest is not None
+        self._pending = False
+        return self._latest
+
+    async def _write(
+        self,
+        call: grpc.aio.StreamStreamCall[agent_pb2.NodeReport, agent_pb2.AgentDirective],
+        report: agent_pb2.NodeReport,
+    ) -> None:
+        message = agent_pb2.NodeReport()
+        message.CopyFrom(report)
+        message.seq = self.seq + 1
+        message.sent_at_unix_ms = time.time_ns() // 1_000_000
+        await call.write(message)
+        self.seq = message.seq
+        self.ever_sent = True
+        self._metrics.reports.inc()
+        if not self.connected:
+            self._set_connected(True)
+            self._log.info("controlplane_stream_open", seq=self.seq)
+
+    async def _finish(
+        self,
+        call: grpc.aio.StreamStreamCall[agent_pb2.NodeReport, agent_pb2.AgentDirective],
+        reader: asyncio.Task[None],
+    ) -> None:
+        if self._final is not None and self.ever_sent:
+            await self._write(call, self._final)
+            self.leaving_sent = True
+            self._log.info("controlplane_leaving_sent", seq=self.seq)
+        await call.done_writing()
+        with contextlib.suppress(TimeoutError, grpc.RpcError):
+            await asyncio.wait_for(asyncio.shield(reader), self._close_timeout_s)
+
+    async def _read(
+        self, call: grpc.aio.StreamStreamCall[agent_pb2.NodeReport, agent_pb2.AgentDirective]
+    ) -> None:
+        async for directive in call:
+            self._apply(directive)
+
+    def _apply(self, directive: agent_pb2.AgentDirective) -> None:
+        self._backoff.reset()
+        if directive.report_interval_ms:
+            interval = min(max(directive.report_interval_ms, MIN_INTERVAL_MS), MAX_INTERVAL_MS)
+            if interval != self.interval_ms:
+                self._log.info("report_interval_adopted", interval_ms=interval)
+            self.interval_ms = interval
+        if directive.draining != self.draining:
+            self._log.info("drain_state", draining=directive.draining)
+        self.draining = directive.draining
+        if directive.message:
+            self._log.info("controlplane_message", message=directive.message)
+
+    def _set_connected(self, connected: bool) -> None:
+        self.connected = connected
+        self._metrics.connected.set(1 if connected else 0)
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, grpc.aio.AioRpcError):
+        return f"{exc.code().name}: {exc.details()}"
+    return str(exc) or type(exc).__name__
