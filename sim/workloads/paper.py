@@ -1,0 +1,306 @@
+"""The paper's semi-synthetic multi-tenant assistant workload (PAPER.md §2.1, Table 6).
+
+A request is one turn of a customer-support conversation *thread* of one business *key*. Its
+prompt is, in order (each part a segment for :func:`sim.workloads.blocks.segment_blocks`):
+
+    template (96) | business context (180) | retrieved block | history | current turn
+
+* template: one global instruction header shared by every business (96 tokens, 6 blocks; the
+  paper gives no size: a short header, which leaves room for a retrieved block of useful size).
+* context: 180 tokens per business (Table 6: ≈ 180 tokens, 15% of the prompt).
+* retrieved (RAG) block: drawn per request from the business's 32 few-shot documents with Zipf
+  popularity; the exponent is solved so two requests pick the same document with probability
+  0.33, i.e. 67% of consecutive same-key pairs break their exact prefix at this block (Table 6).
+  Lengths are uniform in [109, 327) per document (mean 218: the remainder of the 1.2K mean once
+  the other parts are set).
+* history: every earlier turn of the thread, user message then assistant answer. It follows the
+  retrieved block, so a changed document also breaks the history's reuse (the point of the 67%).
+* current turn: the user's message, lognormal with median 90 and σ 0.75 (mean ≈ 119 tokens, so
+  ≈ 90% of prompt tokens precede it; Table 6). The paper gives no message sizes.
+
+Answers (``output_tokens``, which reappear in the next turn's history): lognormal with median 129
+tokens, the median output of the Azure 2023 *conversation* trace, and σ 0.7, capped at 1,024. The
+paper gives no output lengths; Azure's conversation service is the public chat trace closest to a
+support assistant, and its long tail (mean 211, from general long-form chat) is narrowed because
+support answers are a few short paragraphs.
+
+Threads (Table 6: 2.64 requests per thread, 80.8% of requests in multi-turn threads): a thread
+has one turn with probability 0.192 × 2.64 = 0.507, else 1 + Geometric(0.3007) turns (mean 4.33),
+which meets both numbers exactly. Thread starts are a Poisson process whose key is drawn by
+popularity (so per-key traffic follows the popularity shares); consecutive turns are a think time
+apart, lognormal with median 131 s and σ 0.98: the fit to the gaps between consecutive requests of
+one conversation (``hash_ids[:2]``) in the Mooncake conversation trace (median 123 s, p90 480 s).
+The stream is stationary from t = 0: threads already under way at t = 0 are included (drawn
+size-biased by their span), their earlier turns present only as history.
+
+Arrival instants come from the chosen aggregate process (:mod:`sim.workloads.arrivals`); the k-th
+arrival is given to the k-th turn in time order of the thread model. This rank mapping makes the
+aggregate process exact and bends the thread timeline only by a few gaps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from sim.types import SimRequest
+from sim.workloads.arrivals import AZURE_CONV, BOOTSTRAP_BLOCK, GAMMA_CV, ArrivalProcess
+from sim.workloads.blocks import I64, U64, gc_paused, mix, mix_int, segment_blocks, to_tuples
+from sim.workloads.popularity import Population, paper_active_set
+
+F64 = npt.NDArray[np.float64]
+
+TEMPLATE_TOKENS = 96
+CONTEXT_TOKENS = 180
+RAG_DOCS = 32
+RAG_SAME = 0.33  # P(two requests of a key retrieve the same document) = 1 - 0.67
+RAG_MEAN_TOKENS = 218
+CURRENT = (90.0, 0.75, 4, 1024)  # lognormal median, sigma, min, max (tokens)
+ANSWER = (129.0, 0.7, 8, 1024)
+THINK_MEDIAN_S = 131.0
+THINK_SIGMA = 0.98
+MEAN_THREAD = 2.64
+MULTI_SHARE = 0.808
+SINGLE_P = (1 - MULTI_SHARE) * MEAN_THREAD  # P(thread has one turn)
+GEOM_P = (1 - SINGLE_P) / (MEAN_THREAD - 1)  # multi-turn threads: 1 + Geometric(GEOM_P) turns
+SPAN_GUESS_S = 400.0  # ≈ E[thread span] = 1.64 turns × 211 s mean think; sizes a sample pool
+
+_TAG_TEMPLATE, _TAG_CONTEXT, _TAG_RAG, _TAG_THREAD, _TAG_RAG_LEN = (
+    mix_int(0xC0FFEE, i) for i in range(5)
+)
+TEMPLATE_ID = mix_int(_TAG_TEMPLATE, 0)
+
+
+def _zipf_exponent(n: int, same: float) -> float:
+    """Zipf exponent s over n items with Σ p² = ``same`` (bisection; Σ p² rises with s)."""
+    ranks = np.arange(1, n + 1, dtype=np.float64)
+    lo, hi = 0.0, 20.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        p = ranks**-mid
+        p /= p.sum()
+        lo, hi = (mid, hi) if float(np.sum(p * p)) < same else (lo, mid)
+    return (lo + hi) / 2
+
+
+RAG_EXPONENT = _zipf_exponent(RAG_DOCS, RAG_SAME)
+_RAG_P = np.arange(1, RAG_DOCS + 1, dtype=np.float64) ** -RAG_EXPONENT
+_RAG_P /= _RAG_P.sum()
+
+
+def lognormal_tokens(rng: np.random.Generator, law: tuple[float, float, int, int], n: int) -> I64:
+    """``n`` integer lengths from a (median, sigma, min, max) lognormal law."""
+    median, sigma, lo, hi = law
+    return np.clip(np.rint(median * np.exp(sigma * rng.standard_normal(n))), lo, hi).astype(
+        np.int64
+    )
+
+
+def thread_lengths(rng: np.random.Generator, n: int) -> I64:
+    """Turns per thread: 1 with probability SINGLE_P, else 1 + Geometric(GEOM_P)."""
+    multi = rng.random(n) >= SINGLE_P
+    return np.where(multi, 1 + rng.geometric(GEOM_P, n), 1).astype(np.int64)
+
+
+@dataclass
+class _Threads:
+    start: F64  # thread start time (s), may be < 0
+    length: I64  # turns
+    base: I64  # index of the thread's first turn in the flat turn arrays
+    offset: F64  # per turn: time since the thread's start
+
+
+def _draw_threads(rng: np.random.Generator, n: int) -> _Threads:
+    length = thread_lengths(rng, n)
+    base = np.cumsum(length) - length
+    gap = THINK_MEDIAN_S * np.exp(THINK_SIGMA * rng.standard_normal(int(length.sum())))
+    gap[base] = 0.0
+    cum = np.cumsum(gap)
+    offset = cum - np.repeat(cum[base], length)
+    return _Threads(np.zeros(n), length, base, offset)
+
+
+def _take(th: _Threads, pick: I64) -> _Threads:
+    length = th.length[pick]
+    base = np.cumsum(length) - length
+    local = np.arange(int(length.sum())) - np.repeat(base, length)
+    offset = th.offset[np.repeat(th.base[pick], length) + local]
+    return _Threads(th.start[pick], length, base, offset)
+
+
+def _threads(rng: np.random.Generator, rate: float, horizon_s: float) -> _Threads:
+    """Threads with a turn in [0, horizon): starts in [0, horizon) plus those under way at 0."""
+    fresh = _draw_threads(rng, int(rng.poisson(rate * horizon_s)))
+    fresh.start = rng.uniform(0.0, horizon_s, len(fresh.length))
+    # Under way at 0: start -a with 0 < a < span; by Poisson thinning their count is
+    # Poisson(rate * E[span]) and their shapes are size-biased by span (importance resampling).
+    pool = _draw_threads(rng, max(4096, int(4 * rate * SPAN_GUESS_S)))
+    span = pool.offset[pool.base + pool.length - 1]
+    pick = rng.choice(len(span), int(rng.poisson(rate * span.mean())), p=span / span.sum())
+    old = _take(pool, pick.astype(np.int64))
+    old.start = -rng.uniform(0.0, 1.0, len(pick)) * span[pick]
+    length = np.concatenate((fresh.length, old.length))
+    return _Threads(
+        start=np.concatenate((fresh.start, old.start)),
+        length=length,
+        base=np.cumsum(length) - length,
+        offset=np.concatenate((fresh.offset, old.offset)),
+    )
+
+
+@dataclass(frozen=True, eq=False)
+class PaperStream:
+    """A generated stream with its structure (what tests and stats read), in arrival order."""
+
+    active: Population
+    arrival_s: F64
+    key: I64  # index into active
+    thread: I64
+    turn: I64  # 0-based turn within the thread
+    thread_len: I64
+    rag_doc: I64
+    rag_tokens: I64
+    history_tokens: I64
+    current_tokens: I64
+    prompt_tokens: I64
+    output_tokens: I64
+    block_ids: U64
+    block_start: I64
+
+    def requests(self) -> list[SimRequest]:
+        """The stream as the simulator's request records."""
+        names, hashes = self.active.names, self.active.hashes
+        blocks = to_tuples(self.block_ids, self.block_start)
+        columns = zip(
+            self.arrival_s.tolist(),
+            self.key.tolist(),
+            blocks,
+            self.prompt_tokens.tolist(),
+            self.output_tokens.tolist(),
+            self.thread.tolist(),
+            strict=True,
+        )
+        with gc_paused():
+            return [
+                SimRequest(t, names[k], hashes[k], b, p, o, th) for t, k, b, p, o, th in columns
+            ]
+
+
+def _schedule(
+    rng: np.random.Generator, n: int, qps: float, duration_s: float
+) -> tuple[_Threads, I64]:
+    """Threads, and the flat indices of the turns given the first ``n`` arrivals, in time order."""
+    horizon = duration_s * 1.25 + 60.0
+    while True:
+        th = _threads(rng, qps / MEAN_THREAD, horizon)
+        when = np.repeat(th.start, th.length) + th.offset
+        live = np.flatnonzero((when >= 0) & (when < horizon))
+        if len(live) >= n:
+            return th, live[np.argsort(when[live], kind="stable")[:n]]
+        horizon *= 2
+
+
+def _segments(
+    th: _Threads, thread: I64, turn: I64, uid: U64, lens: tuple[I64, I64], head: tuple[U64, I64]
+) -> tuple[U64, I64, I64]:
+    """Segments of each request: template, context, rag, (cur_j, ans_j) for j < turn, current.
+
+    ``lens`` are the per-turn (current, answer) lengths; ``head`` holds, per request, the ids and
+    lengths of its first three segments, three consecutive entries per request.
+    """
+    cur_len, ans_len = lens
+    count = 4 + 2 * turn
+    seg_start = np.concatenate(([0], np.cumsum(count))).astype(np.int64)
+    req = np.repeat(np.arange(len(turn)), count)
+    pos = np.arange(int(seg_start[-1])) - seg_start[:-1][req]
+    is_current = pos == count[req] - 1
+    t_of = np.where(is_current, turn[req], np.maximum(pos - 3, 0) // 2)
+    kind = np.where(is_current, 0, np.maximum(pos - 3, 0) % 2)  # 0 user message, 1 answer
+    flat_turn = th.base[thread[req]] + t_of
+    seg_ids = mix(uid[thread[req]], (2 * t_of + kind).astype(np.uint64))
+    seg_lens = np.where(kind == 0, cur_len[flat_turn], ans_len[flat_turn]).astype(np.int64)
+    first3 = (seg_start[:-1, None] + np.arange(3)).ravel()
+    seg_ids[first3], seg_lens[first3] = head
+    return seg_ids, seg_lens, seg_start
+
+
+def generate(
+    active: Population, arrival: ArrivalProcess, qps: float, duration_s: float, seed: int
+) -> PaperStream:
+    """Generate the paper workload over ``active`` keys (see the module docstring)."""
+    rng = np.random.default_rng(seed & ((1 << 64) - 1))
+    times = arrival.times(rng, qps, duration_s)
+    n = len(times)
+    th, turn_idx = _schedule(rng, n, qps, duration_s)
+    n_threads, n_turns = len(th.length), len(th.offset)
+    thread_key = rng.choice(len(active), n_threads, p=active.weights)
+    uid = mix(mix_int(_TAG_THREAD, seed), np.arange(n_threads, dtype=np.uint64))
+    cur_len = lognormal_tokens(rng, CURRENT, n_turns)
+    ans_len = lognormal_tokens(rng, ANSWER, n_turns)
+    cum = np.cumsum(cur_len + ans_len) - (cur_len + ans_len)
+    history_all = cum - np.repeat(cum[th.base], th.length)
+
+    thread = np.repeat(np.arange(n_threads), th.length)[turn_idx]
+    turn = turn_idx - th.base[thread]
+    key = thread_key[thread]
+    key_hash = np.array(active.hashes, dtype=np.uint64)[key]
+    doc = rng.choice(RAG_DOCS, n, p=_RAG_P)
+    rag_id = mix(mix(_TAG_RAG, key_hash), doc.astype(np.uint64))
+    unit = (mix(_TAG_RAG_LEN, rag_id) >> np.uint64(11)).astype(np.float64) / 2.0**53
+    rag_len = (RAG_MEAN_TOKENS * (0.5 + unit)).astype(np.int64)
+
+    head_ids = np.stack((np.full(n, TEMPLATE_ID, np.uint64), mix(_TAG_CONTEXT, key_hash), rag_id))
+    head_lens = np.stack((np.full(n, TEMPLATE_TOKENS), np.full(n, CONTEXT_TOKENS), rag_len))
+    seg_ids, seg_lens, seg_start = _segments(
+        th, thread, turn, uid, (cur_len, ans_len), (head_ids.T.ravel(), head_lens.T.ravel())
+    )
+    block_ids, block_start = segment_blocks(seg_ids, seg_lens, seg_start)
+    history = history_all[turn_idx]
+    current = cur_len[turn_idx]
+    return PaperStream(
+        active=active,
+        arrival_s=times,
+        key=key,
+        thread=thread,
+        turn=turn,
+        thread_len=th.length[thread],
+        rag_doc=doc,
+        rag_tokens=rag_len,
+        history_tokens=history,
+        current_tokens=current,
+        output_tokens=ans_len[turn_idx],
+        prompt_tokens=TEMPLATE_TOKENS + CONTEXT_TOKENS + rag_len + history + current,
+        block_ids=block_ids,
+        block_start=block_start,
+    )
+
+
+@dataclass
+class PaperWorkload:
+    """The paper workload over the top-``top_k`` keys (None: all 128,824)."""
+
+    top_k: int | None = 128
+    arrival: str = "poisson"
+    cv: float = GAMMA_CV
+    gaps_path: str | Path = AZURE_CONV
+    bootstrap_block: int = BOOTSTRAP_BLOCK
+    name: str = field(default="paper", init=False)
+
+    def __post_init__(self) -> None:
+        self.arrivals()
+        paper_active_set(self.top_k)
+
+    def arrivals(self) -> ArrivalProcess:
+        """The aggregate arrival process these options select."""
+        return ArrivalProcess(self.arrival, self.cv, Path(self.gaps_path), self.bootstrap_block)
+
+    def stream(self, *, qps: float, duration_s: float, seed: int) -> PaperStream:
+        """The stream with its structure (for statistics and tests)."""
+        return generate(paper_active_set(self.top_k), self.arrivals(), qps, duration_s, seed)
+
+    def requests(self, *, qps: float, duration_s: float, seed: int) -> list[SimRequest]:
+        """Requests arriving in [0, duration_s) at a mean of ``qps`` per second, by arrival."""
+        return self.stream(qps=qps, duration_s=duration_s, seed=seed).requests()
