@@ -1,11 +1,133 @@
-"""``cachectl plan ...`` (placeholder until the offline plan commands land)."""
+"""``cachectl plan ...``: build, inspect and explain routing plans.
+
+This module owns the ``plan`` parsers; where a plan lives decides which module does the work:
+
+* **files** (:mod:`cachectl.plan_offline`, available now): ``build --rates FILE --out PLAN``,
+  ``show PLAN``, ``route PLAN --key K``;
+* **the control plane** (the control-plane issue): ``build`` without ``--rates`` (from the live
+  rate estimates), ``show VERSION`` for a stored version, and the ``import``, ``list``, ``diff``,
+  ``rollout``, ``rollback`` and ``shadow`` subcommands, all talking to ``--target HOST:PORT``.
+
+Adding the online side needs no restructuring: write ``cachectl/plan_online.py`` with its handlers
+and a ``register(sub)`` for its new subcommands, append that to :data:`SUBCOMMANDS`, add a
+``--target`` flag to the ``build``/``show`` parsers, and replace the two ``_online_pending`` calls
+below with calls into it. The offline flags and their meaning stay as they are.
+"""
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+from cachectl import plan_offline
+from cachectl.errors import CliError
+from dataplane.table import PLACEMENTS
+
+Register = Callable[[Any], None]
+
+
+def _online_pending(problem: str, later: str) -> CliError:
+    """The error for what only the (not yet available) control-plane commands will do."""
+    return CliError(f"{problem}; {later} needs the control-plane commands, which are not here yet")
+
+
+def _plan_file(ref: str) -> Path:
+    """The plan file ``ref`` names; later a non-file ``ref`` will be a stored version id."""
+    path = Path(ref)
+    if path.is_file():
+        return path
+    if path.exists():
+        raise CliError(f"{ref}: not a plan file")
+    raise _online_pending(f"{ref}: no such plan file", "naming a stored plan version")
+
+
+# -- handlers ---------------------------------------------------------------------------------
+
+
+def _build(args: argparse.Namespace) -> int:
+    if args.rates is None:
+        raise _online_pending("--rates is required", "building from live rates (--target)")
+    return plan_offline.build(args)
+
+
+def _show(args: argparse.Namespace) -> int:
+    return plan_offline.show(args, _plan_file(args.plan))
+
+
+def _route(args: argparse.Namespace) -> int:
+    return plan_offline.route(args, _plan_file(args.plan))
+
+
+# -- parsers ----------------------------------------------------------------------------------
+
+
+def _register_build(sub: Any) -> None:
+    parser: argparse.ArgumentParser = sub.add_parser(
+        "build",
+        help="build a plan (Algorithm 1) from a rates file",
+        description="Run the CacheRoute planner on per-key rates and write the routing table.",
+    )
+    parser.add_argument("--rates", metavar="RATES.csv", help="CSV with a header and key,rate")
+    nodes = parser.add_mutually_exclusive_group()
+    nodes.add_argument("--num-nodes", type=int, metavar="N", help="destinations node-0..node-N-1")
+    nodes.add_argument("--nodes", metavar="A,B,C", help="destination ids, comma-separated")
+    parser.add_argument(
+        "--q-cap", type=float, metavar="Q", help="per-destination load target, req/s"
+    )
+    parser.add_argument(
+        "--slots-per-node", type=int, metavar="W", help="warm slots per destination"
+    )
+    parser.add_argument("--out", metavar="PLAN", help="where to write the plan file")
+    parser.add_argument("--pool", default="default", help="pool name (default: %(default)s)")
+    parser.add_argument(
+        "--placement",
+        choices=PLACEMENTS,
+        default="lpt",
+        help="lpt (CacheRoute) or an ablation: hash, random (default: %(default)s)",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed of --placement random")
+    parser.add_argument("--weights", metavar="W1,W2,..", help="capacity weight per destination")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.set_defaults(handler=_build)
+
+
+def _register_show(sub: Any) -> None:
+    parser: argparse.ArgumentParser = sub.add_parser(
+        "show", help="summary, planned loads and top keys of a plan"
+    )
+    parser.add_argument("plan", metavar="PLAN", help="plan file")
+    parser.add_argument("--top", type=int, default=10, metavar="N", help="top keys to list")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.set_defaults(handler=_show)
+
+
+def _register_route(sub: Any) -> None:
+    parser: argparse.ArgumentParser = sub.add_parser(
+        "route",
+        help="what a router would decide for a key (equal loads, all healthy)",
+    )
+    parser.add_argument("plan", metavar="PLAN", help="plan file")
+    parser.add_argument("--key", required=True, help="business key")
+    parser.add_argument(
+        "--policy", default="cacheroute", help="routing policy (default: %(default)s)"
+    )
+    parser.add_argument("--prompt", help="prompt text, for policies that use prefix history")
+    parser.add_argument("--seed", type=int, default=0, help="policy RNG seed (default: 0)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.set_defaults(handler=_route)
+
+
+SUBCOMMANDS: tuple[Register, ...] = (_register_build, _register_show, _register_route)
 
 
 def register(sub: Any) -> None:
-    parser: argparse.ArgumentParser = sub.add_parser("plan", help="build and inspect plans")
-    parser.add_subparsers(dest="plan_command", metavar="SUBCOMMAND", required=True)
+    parser: argparse.ArgumentParser = sub.add_parser(
+        "plan",
+        help="build and inspect plans",
+        description="Build, inspect and explain routing plans (offline: plan files).",
+    )
+    plan_sub = parser.add_subparsers(dest="plan_command", metavar="SUBCOMMAND", required=True)
+    for add in SUBCOMMANDS:
+        add(plan_sub)

@@ -44,7 +44,10 @@ class PlanError(ValueError):
 
 @dataclass(frozen=True)
 class PlanInput:
-    """Everything a plan is built from. ``rates`` are requests/s aligned with ``key_hashes``."""
+    """Everything a plan is built from. ``rates`` are requests/s aligned with ``key_hashes``.
+
+    Each key hash appears once; a repeat among the admitted keys raises :class:`PlanError`.
+    """
 
     key_hashes: U64Array
     rates: F64Array
@@ -150,6 +153,8 @@ def _check(plan: PlanInput) -> list[float]:
         raise PlanError(f"slots_per_node must be >= 0, got {plan.slots_per_node}")
     if plan.placement not in PLACEMENTS:
         raise PlanError(f"placement must be one of {PLACEMENTS}, got {plan.placement!r}")
+    if not 0 <= plan.seed < 2**64:
+        raise PlanError(f"seed must be an integer in [0, 2**64), got {plan.seed}")
     if plan.rates.size and not (np.all(np.isfinite(plan.rates)) and plan.rates.min() >= 0):
         raise PlanError("rates must be finite and >= 0")
     weights = [float(w) for w in plan.node_weights] or [1.0] * num_nodes
@@ -188,6 +193,12 @@ def build_plan(plan: PlanInput, *, created_at_unix_ms: int | None = None) -> Rou
         sets = place_random(admitted_rates, replicas, loads, plan.seed)
 
     by_hash = np.argsort(admitted_hashes, kind="stable")
+    sorted_hashes = admitted_hashes[by_hash]
+    repeated = np.flatnonzero(sorted_hashes[1:] == sorted_hashes[:-1])
+    if repeated.size:  # only admitted keys are checked: a full uniqueness pass would sort |B|
+        raise PlanError(
+            f"key_hashes repeat {int(sorted_hashes[repeated[0]])}; a key is listed once"
+        )
     sizes = np.array([len(s) for s in sets], dtype=np.uint32)[by_hash]
     offsets = np.zeros(len(sets) + 1, dtype=np.uint32)
     np.cumsum(sizes, out=offsets[1:])
@@ -223,7 +234,7 @@ def build_plan(plan: PlanInput, *, created_at_unix_ms: int | None = None) -> Rou
     table = make_table(
         pool=plan.pool,
         node_ids=list(plan.node_ids),
-        key_hashes=admitted_hashes[by_hash],
+        key_hashes=sorted_hashes,
         set_offsets=offsets,
         set_members=members,
         params=params,

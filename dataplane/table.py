@@ -16,6 +16,7 @@ import hashlib
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -119,8 +120,22 @@ class RoutingTable:
         return None if members is None else [self.node_ids[m] for m in members]
 
 
-def _readonly(array: npt.NDArray[np.generic]) -> None:
-    array.flags.writeable = False
+def _frozen(array: npt.ArrayLike, dtype: type[np.generic]) -> npt.NDArray[Any]:
+    """``array`` as ``dtype``, read-only, and copied if the caller could still write to it.
+
+    Arrays that wrap immutable ``bytes`` (a decoded snapshot) are kept as they are; a caller's
+    writable array is copied rather than frozen in place, so the caller keeps a usable array
+    and holds no writable alias (e.g. the base of a view) into the table.
+    """
+    out = np.asarray(array, dtype=dtype)
+    if isinstance(array, np.ndarray) and np.may_share_memory(out, array):
+        root: object = out
+        while isinstance(root, np.ndarray | memoryview):
+            root = root.base if isinstance(root, np.ndarray) else root.obj
+        if not isinstance(root, bytes):
+            out = out.copy()
+    out.flags.writeable = False
+    return out
 
 
 def validate_arrays(
@@ -219,9 +234,9 @@ def make_table(
     ``expected_content_hash`` rejects a table whose content does not hash to it;
     ``trusted_content_hash`` skips hashing altogether (the layout is still validated).
     """
-    hashes = np.asarray(key_hashes, dtype=np.uint64)
-    offsets = np.asarray(set_offsets, dtype=np.uint32)
-    members = np.asarray(set_members, dtype=np.uint16)
+    hashes = _frozen(key_hashes, np.uint64)
+    offsets = _frozen(set_offsets, np.uint32)
+    members = _frozen(set_members, np.uint16)
     validate_arrays(node_ids, hashes, offsets, members)
     if params.placement not in PLACEMENTS:
         raise TableError(f"unknown placement {params.placement!r}; expected one of {PLACEMENTS}")
@@ -235,8 +250,6 @@ def make_table(
             f"content hash mismatch: table says {expected_content_hash[:16]}…, "
             f"content is {digest[:16]}…"
         )
-    for array in (hashes, offsets, members):
-        _readonly(array)
     return RoutingTable(
         pool=pool,
         version=version_of(digest),

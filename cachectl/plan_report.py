@@ -1,0 +1,116 @@
+"""How a plan is shown: one summary (JSON fields and human lines), destinations and top keys.
+
+Shared by every ``plan`` subcommand that describes a plan, whether it came from a file or, later,
+from the control plane, so the two never drift apart in field names.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cachectl.output import format_table
+from dataplane.table import RoutingTable
+
+
+def summary(table: RoutingTable) -> dict[str, Any]:
+    """The plan's identity, parameters and statistics as JSON-ready fields."""
+    stats, params = table.stats, table.params
+    return {
+        "pool": table.pool,
+        "version": table.version,
+        "content_hash": table.content_hash,
+        "created_at_unix_ms": table.created_at_unix_ms,
+        "num_nodes": len(table.node_ids),
+        "placement": params.placement,
+        "q_cap": params.q_cap,
+        "slots_per_node": params.slots_per_node,
+        "num_keys": stats.num_keys,
+        "admitted_keys": stats.admitted_keys,
+        "admitted_rate_share": stats.admitted_rate_share,
+        "total_rate": stats.total_rate,
+        "tail_rate": stats.tail_rate,
+        "slots_used": stats.slots_used,
+        "slots_total": stats.slots_total,
+        "max_replicas": stats.max_replicas,
+        "planned_imbalance": stats.planned_imbalance,
+        "build_ms": stats.build_ms,
+        "table_bytes": table.nbytes,
+    }
+
+
+def summary_lines(table: RoutingTable) -> list[str]:
+    """The summary for people: what the plan is, what it admits, how balanced it is."""
+    stats, params = table.stats, table.params
+    weights = " (weighted)" if params.node_weights else ""
+    seed = f", seed {params.seed}" if params.placement == "random" else ""
+    rows = [
+        ("pool", table.pool),
+        ("version", table.version),
+        ("content hash", table.content_hash),
+        (
+            "destinations",
+            f"{len(table.node_ids)}{weights}; {params.placement} placement{seed}, "
+            f"q_cap {params.q_cap:g} req/s, {params.slots_per_node} slots each",
+        ),
+        (
+            "keys",
+            f"{stats.num_keys:,} in the input, {stats.admitted_keys:,} admitted "
+            f"({stats.admitted_rate_share:.1%} of {stats.total_rate:,.6g} req/s)",
+        ),
+        (
+            "warm slots",
+            f"{stats.slots_used:,} of {stats.slots_total:,} used, "
+            f"up to {stats.max_replicas} replicas per key",
+        ),
+        ("cold tail", f"{stats.tail_rate:,.6g} req/s, spread by power-of-two choices"),
+        ("imbalance", f"{stats.planned_imbalance:.4f} (max/mean planned load per destination)"),
+        ("build time", f"{stats.build_ms:.2f} ms"),
+    ]
+    width = max(len(name) for name, _ in rows)
+    return [f"  {name.ljust(width)}  {value}" for name, value in rows]
+
+
+def node_rows(table: RoutingTable) -> list[dict[str, Any]]:
+    """Each destination with its planned load and capacity weight."""
+    weights = table.params.node_weights or (1.0,) * len(table.node_ids)
+    loads = table.stats.planned_load or (0.0,) * len(table.node_ids)
+    return [
+        {"node": node, "weight": weight, "planned_load": load}
+        for node, weight, load in zip(table.node_ids, weights, loads, strict=True)
+    ]
+
+
+def top_key_rows(table: RoutingTable, limit: int) -> list[dict[str, Any]]:
+    """The highest-rate admitted keys (labels kept by the planner) with their destinations."""
+    return [
+        {
+            "key": label.key,
+            "key_hash": label.key_hash,
+            "rate": label.rate,
+            "destinations": table.destination_ids(label.key_hash) or [],
+        }
+        for label in table.top_keys[:limit]
+    ]
+
+
+def format_nodes(table: RoutingTable) -> str:
+    rows = node_rows(table)
+    return format_table(
+        ["node", "weight", "planned req/s"],
+        [[row["node"], row["weight"], row["planned_load"]] for row in rows],
+    )
+
+
+def format_top_keys(rows: list[dict[str, Any]]) -> str:
+    return format_table(
+        ["#", "key", "req/s", "destinations"],
+        [
+            [
+                rank,
+                row["key"] or f"#{row['key_hash']:016x}",
+                row["rate"],
+                ",".join(row["destinations"]),
+            ]
+            for rank, row in enumerate(rows, start=1)
+        ],
+    )
