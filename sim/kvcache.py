@@ -1,0 +1,122 @@
+"""The prefix KV cache of one destination: 16-token blocks keyed by chained prefix hashes.
+
+Like vLLM's automatic prefix caching: a block is identified by the hash of its prefix, so a
+request's hit is the longest leading run of its blocks that the cache holds. Blocks of running
+requests are pinned (reference counted); a block whose count drops to 0 stays cached but becomes
+evictable, and evictable blocks are reclaimed least-recently-released first when space is needed.
+A finished request releases its blocks last-first, so a prefix's tail is evicted before its head
+(vLLM frees a request's blocks in reverse order for the same reason).
+
+Space is counted in blocks: cached blocks (pinned or evictable) plus *reservations*, anonymous
+blocks promised to admitted requests for the prompt blocks they have not computed yet and for
+their output tokens. Admission reserves a request's whole footprint up front, so a running request
+is never preempted (vLLM allocates incrementally and preempts under pressure; we do not model
+preemption).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+
+
+class PrefixCache:
+    """Block cache with pinning, LRU eviction of unpinned blocks and reservations."""
+
+    __slots__ = ("_evictable", "_refs", "capacity", "evictions", "reserved")
+
+    def __init__(self, capacity_blocks: int) -> None:
+        if capacity_blocks <= 0:
+            raise ValueError(f"capacity_blocks must be > 0, got {capacity_blocks}")
+        self.capacity = capacity_blocks
+        self.reserved = 0  # anonymous blocks promised to admitted requests
+        self.evictions = 0
+        self._refs: dict[int, int] = {}  # cached block hash -> pin count (0 = evictable)
+        self._evictable: OrderedDict[int, None] = OrderedDict()  # pin count 0, oldest first
+
+    # -- queries --------------------------------------------------------------------------------
+
+    @property
+    def used(self) -> int:
+        """Blocks cached (pinned or evictable) plus blocks reserved."""
+        return len(self._refs) + self.reserved
+
+    @property
+    def pinned(self) -> int:
+        return len(self._refs) - len(self._evictable)
+
+    def __contains__(self, block: int) -> bool:
+        return block in self._refs
+
+    def __len__(self) -> int:
+        return len(self._refs)
+
+    def match(self, blocks: Sequence[int]) -> tuple[int, int]:
+        """(length of the leading run of cached blocks, how many of those are evictable now)."""
+        refs = self._refs
+        hit = 0
+        unpinned = 0
+        for block in blocks:
+            count = refs.get(block)
+            if count is None:
+                break
+            hit += 1
+            if count == 0:
+                unpinned += 1
+        return hit, unpinned
+
+    # -- admission and release --------------------------------------------------------------------
+
+    def admit(self, blocks: Sequence[int], hit: int, unpinned: int, reserve: int) -> bool:
+        """Pin ``blocks[:hit]`` and reserve ``reserve`` more blocks, evicting LRU blocks as needed.
+
+        ``hit`` and ``unpinned`` come from :meth:`match` on the same, unchanged cache. Returns
+        False, changing nothing, when the space cannot be found even by evicting every evictable
+        block that is not part of this request's hit.
+        """
+        free = self.capacity - len(self._refs) - self.reserved
+        if free + len(self._evictable) - unpinned < reserve:
+            return False
+        refs = self._refs
+        evictable = self._evictable
+        for block in blocks[:hit]:
+            count = refs[block]
+            if count == 0:
+                del evictable[block]
+            refs[block] = count + 1
+        shortfall = reserve - free
+        while shortfall > 0:
+            block, _ = evictable.popitem(last=False)
+            del refs[block]
+            self.evictions += 1
+            shortfall -= 1
+        self.reserved += reserve
+        return True
+
+    def fill(self, blocks: Sequence[int]) -> None:
+        """Turn reserved space into cached, pinned ``blocks`` (a prefill chunk was scheduled).
+
+        A block another request cached meanwhile is pinned instead and its reservation returned.
+        """
+        refs = self._refs
+        evictable = self._evictable
+        for block in blocks:
+            count = refs.get(block)
+            if count is None:
+                refs[block] = 1
+            else:
+                if count == 0:
+                    del evictable[block]
+                refs[block] = count + 1
+        self.reserved -= len(blocks)
+
+    def release(self, blocks: Sequence[int], reserved: int) -> None:
+        """Unpin a finished request's cached ``blocks`` and return its ``reserved`` blocks."""
+        refs = self._refs
+        evictable = self._evictable
+        for block in reversed(blocks):
+            count = refs[block] - 1
+            refs[block] = count
+            if count == 0:
+                evictable[block] = None
+        self.reserved -= reserved

@@ -1,0 +1,209 @@
+"""One destination: continuous batching with chunked prefill over a prefix KV cache.
+
+The scheduler follows vLLM V1's shape. Each step first gives every decoding request one token of
+the step's token budget, then continues the prefills already running (in admission order), then
+admits waiting requests first-come first-served while budget, the running-sequence limit and KV
+space allow; a request that does not fit in KV blocks the queue behind it (vLLM does the same).
+A request's prefill starts after its cached prefix; its first token comes out at the end of the
+step that computes its last prompt token, and every later step adds one token until its output
+length is reached.
+
+Speed: decoding requests are not touched step by step. The node keeps their count, the sum of
+their context lengths (the decode cost's input) and a heap of the step index at which each
+finishes, so a step costs O(prefill chunks + finishing requests), not O(running requests).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from collections.abc import Callable
+
+from sim.engine import EngineProfile
+from sim.kvcache import PrefixCache
+from sim.types import SimRequest
+
+
+class Job:
+    """A request's life on a node. Times in simulated seconds; -1 means "not yet"."""
+
+    __slots__ = (
+        "arrival",
+        "blocks",
+        "cached",
+        "computed",
+        "filled",
+        "finish",
+        "first_token",
+        "node",
+        "output",
+        "prompt",
+        "rejected",
+        "rid",
+        "total_blocks",
+    )
+
+    def __init__(self, rid: int, request: SimRequest) -> None:
+        self.rid = rid
+        self.arrival = request.arrival_s
+        self.prompt = max(1, request.prompt_tokens)
+        self.output = max(1, request.output_tokens)
+        self.blocks = request.blocks
+        self.cached = 0  # prompt tokens served from the cache (decided at admission)
+        self.computed = 0  # prompt tokens whose KV exists (cached + prefilled so far)
+        self.filled = 0  # leading prompt blocks held pinned in the cache
+        self.total_blocks = 0  # KV footprint: prompt + output blocks
+        self.first_token = -1.0
+        self.finish = -1.0
+        self.node = -1
+        self.rejected = False
+
+
+class Node:
+    """A destination's scheduler state; the event loop calls ``start_step`` then ``end_step``."""
+
+    def __init__(
+        self,
+        index: int,
+        profile: EngineProfile,
+        *,
+        cache: PrefixCache | None = None,
+        window: tuple[float, float] = (0.0, float("inf")),
+        on_finish: Callable[[Job, float], None] | None = None,
+    ) -> None:
+        self.index = index
+        self.profile = profile
+        self.cache = cache if cache is not None else PrefixCache(profile.kv_blocks)
+        self.waiting: deque[Job] = deque()
+        self.prefilling: list[Job] = []
+        self.decoding = 0
+        self.decode_context = 0
+        self.busy = False
+        self.on_finish = on_finish
+        self._finishing: list[tuple[int, int, Job]] = []  # (last step, rid, job)
+        self._chunks: list[tuple[Job, int]] = []
+        self._step = 0
+        self._window = window
+        # Work inside the measurement window.
+        self.busy_s = 0.0
+        self.prefill_s = 0.0
+        self.prefilled_tokens = 0
+        self.prefilled_total = 0  # over the whole run (accounting checks)
+        self.rejected = 0
+
+    @property
+    def load(self) -> int:
+        """Running + waiting requests: what a node agent reports to the routers."""
+        return len(self.waiting) + len(self.prefilling) + self.decoding
+
+    def enqueue(self, job: Job) -> None:
+        job.node = self.index
+        self.waiting.append(job)
+
+    # -- one step ---------------------------------------------------------------------------------
+
+    def start_step(self, now: float) -> float:
+        """Schedule a step at ``now``; return its duration in seconds (0.0: nothing to run)."""
+        profile = self.profile
+        budget = profile.max_batched_tokens - self.decoding
+        chunks = self._chunks
+        chunks.clear()
+        prefill_ms = 0.0
+        for job in self.prefilling:
+            if budget <= 0:
+                break
+            n = min(job.prompt - job.computed, budget)
+            budget -= n
+            prefill_ms += self._chunk(job, n)
+        if self.waiting and budget > 0:
+            prefill_ms, budget = self._admit(prefill_ms, budget)
+        if not chunks and not self.decoding:
+            self.busy = False
+            return 0.0
+        self.busy = True
+        step_ms = profile.step_ms(prefill_ms, self.decoding, self.decode_context)
+        tokens = sum(n for _, n in chunks)
+        self.prefilled_total += tokens
+        if self._window[0] <= now < self._window[1]:
+            self.busy_s += step_ms / 1000.0
+            if prefill_ms > 0.0:
+                self.prefill_s += (profile.prefill_overhead_ms + prefill_ms) / 1000.0
+                self.prefilled_tokens += tokens
+        return step_ms / 1000.0
+
+    def end_step(self, now: float) -> None:
+        """Apply the step scheduled by :meth:`start_step`, which ends at ``now``."""
+        step = self._step
+        self._step = step + 1
+        self.decode_context += self.decoding  # every decoding request produced one token
+        finishing = self._finishing
+        while finishing and finishing[0][0] <= step:
+            job = heapq.heappop(finishing)[2]
+            self.decoding -= 1
+            self.decode_context -= job.prompt + job.output
+            self._finish(job, now)
+        done = False
+        for job, n in self._chunks:
+            job.computed += n
+            if job.computed < job.prompt:
+                continue
+            done = True
+            job.first_token = now
+            if job.output == 1:
+                self._finish(job, now)
+            else:
+                self.decoding += 1
+                self.decode_context += job.prompt + 1
+                heapq.heappush(finishing, (step + job.output - 1, job.rid, job))
+        self._chunks.clear()
+        if done:
+            self.prefilling = [j for j in self.prefilling if j.computed < j.prompt]
+
+    # -- internals --------------------------------------------------------------------------------
+
+    def _chunk(self, job: Job, n: int) -> float:
+        """Schedule ``n`` prompt tokens of ``job``: pin their full blocks, return their cost."""
+        end = job.computed + n
+        blocks = job.blocks
+        upto = len(blocks) if end >= job.prompt else end // self.profile.block_tokens
+        if upto > job.filled:
+            self.cache.fill(blocks[job.filled : upto])
+            job.filled = upto
+        self._chunks.append((job, n))
+        return self.profile.prefill_chunk_ms(n, end)
+
+    def _admit(self, prefill_ms: float, budget: int) -> tuple[float, int]:
+        """Admit waiting requests FCFS while budget, running slots and KV space allow."""
+        profile = self.profile
+        cache = self.cache
+        block_tokens = profile.block_tokens
+        waiting = self.waiting
+        running = len(self.prefilling) + self.decoding
+        while waiting and budget > 0 and running < profile.max_running:
+            job = waiting[0]
+            blocks = job.blocks
+            hit, unpinned = cache.match(blocks)
+            total = max(len(blocks), -(-(job.prompt + job.output) // block_tokens))
+            if not cache.admit(blocks, hit, unpinned, total - hit):
+                if total > cache.capacity:  # can never fit: refuse it instead of blocking
+                    waiting.popleft()
+                    job.rejected = True
+                    self.rejected += 1
+                    continue
+                break
+            waiting.popleft()
+            job.total_blocks = total
+            job.filled = hit
+            job.cached = job.computed = min(hit * block_tokens, job.prompt - 1)
+            self.prefilling.append(job)
+            running += 1
+            n = min(job.prompt - job.computed, budget)
+            budget -= n
+            prefill_ms += self._chunk(job, n)
+        return prefill_ms, budget
+
+    def _finish(self, job: Job, now: float) -> None:
+        job.finish = now
+        self.cache.release(job.blocks[: job.filled], job.total_blocks - job.filled)
+        if self.on_finish is not None:
+            self.on_finish(job, now)

@@ -1,0 +1,98 @@
+"""The per-destination prefix cache: leading-run hits, pinning, LRU eviction, reservations."""
+
+from __future__ import annotations
+
+import pytest
+
+from sim.kvcache import PrefixCache
+
+
+def admit_and_fill(cache: PrefixCache, blocks: tuple[int, ...], extra: int = 0) -> int:
+    """Admit a request for ``blocks`` (+ ``extra`` output blocks), fill its prompt, return hit."""
+    hit, unpinned = cache.match(blocks)
+    assert cache.admit(blocks, hit, unpinned, len(blocks) - hit + extra)
+    cache.fill(blocks[hit:])
+    return hit
+
+
+def test_hit_is_the_longest_leading_run_of_cached_blocks() -> None:
+    cache = PrefixCache(100)
+    admit_and_fill(cache, (1, 2, 3))
+    cache.release((1, 2, 3), 0)
+    assert cache.match((1, 2, 3, 4)) == (3, 3)
+    assert cache.match((1, 9, 3)) == (1, 1)  # block 3 is cached but not after a miss
+    assert cache.match((9, 1, 2)) == (0, 0)
+
+
+def test_unpinned_blocks_evict_least_recently_released_first() -> None:
+    cache = PrefixCache(6)
+    admit_and_fill(cache, (1, 2, 3))
+    cache.release((1, 2, 3), 0)
+    admit_and_fill(cache, (4, 5, 6))
+    cache.release((4, 5, 6), 0)
+    assert len(cache) == 6
+    admit_and_fill(cache, (7, 8))  # needs 2 blocks: the two oldest evictable go
+    # release order puts a request's tail first in line, so 3 then 2 of the older request go
+    assert 3 not in cache and 2 not in cache
+    assert 1 in cache and all(b in cache for b in (4, 5, 6, 7, 8))
+    assert cache.evictions == 2
+
+
+def test_pinned_blocks_are_never_evicted_and_admission_fails_instead() -> None:
+    cache = PrefixCache(4)
+    admit_and_fill(cache, (1, 2, 3))  # running: pinned
+    hit, unpinned = cache.match((7, 8))
+    assert not cache.admit((7, 8), hit, unpinned, 2)  # only 1 free block, nothing evictable
+    assert all(b in cache for b in (1, 2, 3)) and cache.used == 3
+    cache.release((1, 2, 3), 0)
+    assert cache.admit((7, 8), hit, unpinned, 2)
+
+
+def test_a_hit_pins_its_blocks_so_they_survive_the_requests_own_eviction() -> None:
+    cache = PrefixCache(4)
+    admit_and_fill(cache, (1, 2))
+    cache.release((1, 2), 0)
+    admit_and_fill(cache, (5, 6))
+    cache.release((5, 6), 0)
+    # (1, 2, 3, 4): hits 1 and 2 (evictable), needs 2 more blocks: must evict 5 and 6, not 1, 2
+    assert admit_and_fill(cache, (1, 2, 3, 4)) == 2
+    assert all(b in cache for b in (1, 2, 3, 4)) and 5 not in cache and 6 not in cache
+    assert cache.pinned == 4
+
+
+def test_admission_counts_only_evictable_blocks_outside_the_hit() -> None:
+    cache = PrefixCache(3)
+    admit_and_fill(cache, (1, 2, 3))
+    cache.release((1, 2, 3), 0)
+    hit, unpinned = cache.match((1, 2, 3, 4, 5))
+    assert (hit, unpinned) == (3, 3)
+    assert not cache.admit((1, 2, 3, 4, 5), hit, unpinned, 2)  # would have to evict its own hit
+    assert cache.pinned == 0 and len(cache) == 3
+
+
+def test_reservations_take_space_until_released() -> None:
+    cache = PrefixCache(10)
+    admit_and_fill(cache, (1, 2), extra=3)  # 2 prompt blocks + 3 output blocks
+    assert cache.used == 5 and cache.reserved == 3
+    cache.release((1, 2), 3)
+    assert cache.used == 2 and cache.reserved == 0 and cache.pinned == 0
+
+
+def test_filling_a_block_someone_else_cached_returns_its_reservation() -> None:
+    cache = PrefixCache(10)
+    hit, unpinned = cache.match((1, 2))
+    assert cache.admit((1, 2), hit, unpinned, 2)
+    other_hit, other_unpinned = cache.match((1, 2))
+    assert other_hit == 0  # nothing cached yet: both reserve
+    assert cache.admit((1, 2), other_hit, other_unpinned, 2)
+    cache.fill((1, 2))
+    cache.fill((1, 2))  # already there: pinned twice, the second reservation returned
+    assert cache.used == 2 and cache.reserved == 0 and cache.pinned == 2
+    cache.release((1, 2), 0)
+    cache.release((1, 2), 0)
+    assert cache.pinned == 0
+
+
+def test_capacity_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="capacity_blocks"):
+        PrefixCache(0)
