@@ -4,14 +4,10 @@ This module owns the ``plan`` parsers; where a plan lives decides which module d
 
 * **files** (:mod:`cachectl.plan_offline`, available now): ``build --rates FILE --out PLAN``,
   ``show PLAN``, ``route PLAN --key K``;
-* **the control plane** (the control-plane issue): ``build`` without ``--rates`` (from the live
-  rate estimates), ``show VERSION`` for a stored version, and the ``import``, ``list``, ``diff``,
-  ``rollout``, ``rollback`` and ``shadow`` subcommands, all talking to ``--target HOST:PORT``.
-
-Adding the online side needs no restructuring: write ``cachectl/plan_online.py`` with its handlers
-and a ``register(sub)`` for its new subcommands, append that to :data:`SUBCOMMANDS`, add a
-``--target`` flag to the ``build``/``show`` parsers, and replace the two ``_online_pending`` calls
-below with calls into it. The offline flags and their meaning stay as they are.
+* **the control plane** (:mod:`cachectl.plan_online`): ``build`` without ``--rates`` (from the
+  live rate estimates), ``show VERSION`` for a stored version (an argument that is an existing file
+  stays offline), and the ``import``, ``list``, ``diff``, ``rollout``, ``rollback`` and ``shadow``
+  subcommands, all talking to ``--target HOST:PORT``.
 """
 
 from __future__ import annotations
@@ -21,26 +17,22 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from cachectl import plan_offline
+from cachectl import plan_offline, plan_online
+from cachectl.admin_client import add_target_flags
 from cachectl.errors import CliError
 from dataplane.table import PLACEMENTS
 
 Register = Callable[[Any], None]
 
 
-def _online_pending(problem: str, later: str) -> CliError:
-    """The error for what only the (not yet available) control-plane commands will do."""
-    return CliError(f"{problem}; {later} needs the control-plane commands, which are not here yet")
-
-
-def _plan_file(ref: str) -> Path:
-    """The plan file ``ref`` names; later a non-file ``ref`` will be a stored version id."""
+def _plan_file(ref: str) -> Path | None:
+    """The plan file ``ref`` names, or None when no such path exists (a stored version id)."""
     path = Path(ref)
     if path.is_file():
         return path
     if path.exists():
         raise CliError(f"{ref}: not a plan file")
-    raise _online_pending(f"{ref}: no such plan file", "naming a stored plan version")
+    return None
 
 
 # -- handlers ---------------------------------------------------------------------------------
@@ -48,16 +40,22 @@ def _plan_file(ref: str) -> Path:
 
 def _build(args: argparse.Namespace) -> int:
     if args.rates is None:
-        raise _online_pending("--rates is required", "building from live rates (--target)")
+        return plan_online.build(args)
     return plan_offline.build(args)
 
 
 def _show(args: argparse.Namespace) -> int:
-    return plan_offline.show(args, _plan_file(args.plan))
+    path = _plan_file(args.plan)
+    if path is None:
+        return plan_online.show(args, args.plan)
+    return plan_offline.show(args, path)
 
 
 def _route(args: argparse.Namespace) -> int:
-    return plan_offline.route(args, _plan_file(args.plan))
+    path = _plan_file(args.plan)
+    if path is None:
+        raise CliError(f"{args.plan}: no such plan file")
+    return plan_offline.route(args, path)
 
 
 # -- parsers ----------------------------------------------------------------------------------
@@ -66,8 +64,10 @@ def _route(args: argparse.Namespace) -> int:
 def _register_build(sub: Any) -> None:
     parser: argparse.ArgumentParser = sub.add_parser(
         "build",
-        help="build a plan (Algorithm 1) from a rates file",
-        description="Run the CacheRoute planner on per-key rates and write the routing table.",
+        help="build a plan (Algorithm 1) from a rates file or, online, from live rates",
+        description="Run the CacheRoute planner on per-key rates and write the routing table; "
+        "without --rates, the control plane builds one from its live rate estimates and stores "
+        "it (not activated).",
     )
     parser.add_argument("--rates", metavar="RATES.csv", help="CSV with a header and key,rate")
     nodes = parser.add_mutually_exclusive_group()
@@ -90,6 +90,8 @@ def _register_build(sub: Any) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of --placement random")
     parser.add_argument("--weights", metavar="W1,W2,..", help="capacity weight per destination")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--note", help="online: free text stored with the plan")
+    add_target_flags(parser)
     parser.set_defaults(handler=_build)
 
 
@@ -97,9 +99,11 @@ def _register_show(sub: Any) -> None:
     parser: argparse.ArgumentParser = sub.add_parser(
         "show", help="summary, planned loads and top keys of a plan"
     )
-    parser.add_argument("plan", metavar="PLAN", help="plan file")
+    parser.add_argument("plan", metavar="PLAN", help="plan file, or a stored VERSION (online)")
+    parser.add_argument("--pool", default="", help="online: pool of VERSION (default: default)")
     parser.add_argument("--top", type=int, default=10, metavar="N", help="top keys to list")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    add_target_flags(parser)
     parser.set_defaults(handler=_show)
 
 
@@ -119,14 +123,20 @@ def _register_route(sub: Any) -> None:
     parser.set_defaults(handler=_route)
 
 
-SUBCOMMANDS: tuple[Register, ...] = (_register_build, _register_show, _register_route)
+SUBCOMMANDS: tuple[Register, ...] = (
+    _register_build,
+    _register_show,
+    _register_route,
+    plan_online.register,
+)
 
 
 def register(sub: Any) -> None:
     parser: argparse.ArgumentParser = sub.add_parser(
         "plan",
         help="build and inspect plans",
-        description="Build, inspect and explain routing plans (offline: plan files).",
+        description="Build, inspect and explain routing plans: offline on plan files, online "
+        "against a control plane (--target).",
     )
     plan_sub = parser.add_subparsers(dest="plan_command", metavar="SUBCOMMAND", required=True)
     for add in SUBCOMMANDS:

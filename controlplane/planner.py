@@ -9,6 +9,12 @@
 4. LPT            for each admitted key in admission order: the k_b destinations with the smallest
                   L[r] / w_r (ties: lowest index) get λ_b / k_b each
 
+The cold tail adds the same normalised load (tail / Σ w) to every destination, so it cannot change
+which destinations are smallest: LPT runs on the warm loads alone and the tail is added to the
+planned loads afterwards. The result is Algorithm 1's, but it no longer depends on the last bits of
+a floating-point total, whose rounding varies with input order (same inputs in any order → same
+plan and content hash).
+
 Only the top R·W keys by rate can be admitted (each takes at least one slot), so the planner
 partitions instead of sorting all keys: O(|B| + C log C + Σ k_b log R) for C = R·W.
 """
@@ -183,14 +189,15 @@ def build_plan(plan: PlanInput, *, created_at_unix_ms: int | None = None) -> Rou
 
     total_rate = float(rates.sum())
     tail_rate = max(0.0, total_rate - math.fsum(admitted_rates))
-    weight_sum = math.fsum(weights)
-    loads = [tail_rate * w / weight_sum for w in weights]
+    warm = [0.0] * num_nodes
     if plan.placement == "lpt":
-        sets = place_lpt(admitted_rates, replicas, loads, weights)
+        sets = place_lpt(admitted_rates, replicas, warm, weights)
     elif plan.placement == "hash":
-        sets = place_hash(admitted_hashes.tolist(), admitted_rates, loads)
+        sets = place_hash(admitted_hashes.tolist(), admitted_rates, warm)
     else:
-        sets = place_random(admitted_rates, replicas, loads, plan.seed)
+        sets = place_random(admitted_rates, replicas, warm, plan.seed)
+    weight_sum = math.fsum(weights)
+    loads = [load + tail_rate * w / weight_sum for load, w in zip(warm, weights, strict=True)]
 
     by_hash = np.argsort(admitted_hashes, kind="stable")
     sorted_hashes = admitted_hashes[by_hash]

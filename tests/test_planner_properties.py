@@ -129,17 +129,20 @@ def test_each_lpt_step_picks_the_k_smallest_loads_from_the_cold_tail(inp: PlanIn
     tail = table.stats.tail_rate
     assert tail == pytest.approx(total - admitted_rate, rel=1e-9, abs=1e-9)
 
-    # documented initial load: the unadmitted rate spread in proportion to the weights
+    # Documented initial load: the unadmitted rate spread in proportion to the weights. It adds
+    # the same normalised load to every destination, so the smallest-k choice is made on the warm
+    # loads (comparing tail-shifted floats could flip exact ties in the last bit).
     weight_sum = math.fsum(weights)
-    loads = [tail * w / weight_sum for w in weights]
+    warm = [0.0] * num_nodes
     for rate, key in admission_order(inp):
         if key not in admitted:
             break
         k = k_of(rate, inp.q_cap, num_nodes)
-        by_load = sorted(range(num_nodes), key=lambda r: (loads[r] / weights[r], r))
+        by_load = sorted(range(num_nodes), key=lambda r: (warm[r] / weights[r], r))
         assert admitted[key] == sorted(by_load[:k]), f"key {key}: wrong destinations"
         for r in by_load[:k]:
-            loads[r] += rate / k
+            warm[r] += rate / k
+    loads = [load + tail * w / weight_sum for load, w in zip(warm, weights, strict=True)]
     assert list(table.stats.planned_load) == pytest.approx(loads)
 
 

@@ -18,7 +18,7 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
-from cacheroute.v1 import cluster_pb2, table_pb2
+from cacheroute.v1 import agent_pb2, cluster_pb2, table_pb2
 
 
 class StoreError(Exception):
@@ -106,8 +106,23 @@ class PlanStore(ABC):
     async def add_pool(self, pool: str) -> None: ...
 
 
+@dataclass(frozen=True)
+class ReportRecord:
+    """An agent's latest ``NodeReport`` as one control-plane instance received it.
+
+    ``received_at_unix_ms`` is that instance's clock (liveness is judged against it, never against
+    the agent's); ``stream_id`` names the agent stream that owns the node, so a stream that was
+    superseded (the agent reconnected elsewhere) or removed cannot overwrite a newer record.
+    """
+
+    report: agent_pb2.NodeReport
+    received_at_unix_ms: int
+    stream_id: str
+
+
 class ClusterStore(ABC):
-    """The node registry, the published load snapshots and the routers' ACK/NACKs."""
+    """The node registry, the agents' latest reports, the published load snapshots and the
+    routers' ACK/NACKs."""
 
     @abstractmethod
     async def put_node(self, record: cluster_pb2.NodeRecord) -> None: ...
@@ -117,6 +132,26 @@ class ClusterStore(ABC):
 
     @abstractmethod
     async def get_nodes(self, pool: str) -> list[cluster_pb2.NodeRecord]: ...
+
+    @abstractmethod
+    async def get_node(self, pool: str, node_id: str) -> cluster_pb2.NodeRecord | None: ...
+
+    @abstractmethod
+    async def put_report(self, pool: str, record: ReportRecord, *, claim: bool) -> bool:
+        """Store a node's latest report. ``claim``: the stream takes the node over (a join);
+        otherwise the write happens only while ``record.stream_id`` still owns the node.
+        Returns whether it was written."""
+
+    @abstractmethod
+    async def get_report(self, pool: str, node_id: str) -> ReportRecord | None: ...
+
+    @abstractmethod
+    async def get_reports(self, pool: str) -> dict[str, ReportRecord]:
+        """Node id → latest report, for every node that ever reported (and was not removed)."""
+
+    @abstractmethod
+    async def remove_report(self, pool: str, node_id: str) -> None:
+        """Forget a node's report and its owning stream (the stream's next write fails)."""
 
     @abstractmethod
     async def publish_load(self, snapshot: cluster_pb2.LoadSnapshot) -> None:

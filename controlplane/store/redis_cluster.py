@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Sequence
 
 import redis.asyncio as aioredis
 
-from cacheroute.v1 import cluster_pb2
+from cacheroute.v1 import agent_pb2, cluster_pb2
 from controlplane.store import schema
-from controlplane.store.base import ClusterStore, LeaseStore, TelemetryStore
+from controlplane.store.base import ClusterStore, LeaseStore, ReportRecord, TelemetryStore
 from controlplane.store.redis_base import blob, text, unavailable_on_redis_error
 
 TRAFFIC_MAXLEN = 10_000
@@ -27,6 +28,27 @@ end
 return 0
 """
 
+# KEYS: reports, report_streams. ARGV: node id, record bytes, stream id, claim ("1"/"0").
+_PUT_REPORT = """
+if ARGV[4] ~= '1' and redis.call('HGET', KEYS[2], ARGV[1]) ~= ARGV[3] then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
+return 1
+"""
+
+_RECEIVED_AT = struct.Struct("<q")
+
+
+def _encode_report(record: ReportRecord) -> bytes:
+    return _RECEIVED_AT.pack(record.received_at_unix_ms) + record.report.SerializeToString()
+
+
+def _decode_report(data: bytes, stream_id: str) -> ReportRecord:
+    (received_at,) = _RECEIVED_AT.unpack_from(data)
+    report = agent_pb2.NodeReport.FromString(data[_RECEIVED_AT.size :])
+    return ReportRecord(report=report, received_at_unix_ms=received_at, stream_id=stream_id)
+
+
 _RELEASE_LEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
@@ -36,6 +58,7 @@ return 0
 class RedisClusterStore(ClusterStore):
     def __init__(self, client: aioredis.Redis) -> None:
         self._redis = client
+        self._put_report = client.register_script(_PUT_REPORT)
 
     @unavailable_on_redis_error
     async def put_node(self, record: cluster_pb2.NodeRecord) -> None:
@@ -52,6 +75,52 @@ class RedisClusterStore(ClusterStore):
         raw = await self._redis.hgetall(schema.pool_key(pool, "nodes"))
         records = [cluster_pb2.NodeRecord.FromString(blob(v)) for v in raw.values()]
         return sorted(records, key=lambda r: r.node_id)
+
+    @unavailable_on_redis_error
+    async def get_node(self, pool: str, node_id: str) -> cluster_pb2.NodeRecord | None:
+        data = await self._redis.hget(schema.pool_key(pool, "nodes"), node_id)
+        return None if data is None else cluster_pb2.NodeRecord.FromString(blob(data))
+
+    @unavailable_on_redis_error
+    async def put_report(self, pool: str, record: ReportRecord, *, claim: bool) -> bool:
+        keys = [schema.pool_key(pool, "reports"), schema.pool_key(pool, "report_streams")]
+        args: list[bytes | str | int] = [
+            record.report.node_id,
+            _encode_report(record),
+            record.stream_id,
+            "1" if claim else "0",
+        ]
+        return bool(await self._put_report(keys=keys, args=args))
+
+    @unavailable_on_redis_error
+    async def get_report(self, pool: str, node_id: str) -> ReportRecord | None:
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.hget(schema.pool_key(pool, "reports"), node_id)
+            pipe.hget(schema.pool_key(pool, "report_streams"), node_id)
+            data, stream = await pipe.execute()
+        if data is None:
+            return None
+        return _decode_report(blob(data), text(stream) if stream is not None else "")
+
+    @unavailable_on_redis_error
+    async def get_reports(self, pool: str) -> dict[str, ReportRecord]:
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.hgetall(schema.pool_key(pool, "reports"))
+            pipe.hgetall(schema.pool_key(pool, "report_streams"))
+            reports, streams = await pipe.execute()
+        owners = {text(k): text(v) for k, v in streams.items()}
+        records: dict[str, ReportRecord] = {}
+        for key, value in reports.items():
+            node_id = text(key)
+            records[node_id] = _decode_report(blob(value), owners.get(node_id, ""))
+        return records
+
+    @unavailable_on_redis_error
+    async def remove_report(self, pool: str, node_id: str) -> None:
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.hdel(schema.pool_key(pool, "reports"), node_id)
+            pipe.hdel(schema.pool_key(pool, "report_streams"), node_id)
+            await pipe.execute()
 
     @unavailable_on_redis_error
     async def publish_load(self, snapshot: cluster_pb2.LoadSnapshot) -> None:

@@ -11,12 +11,17 @@ share a Redis Cluster slot and a Lua script may touch them together.
 | ``cr:{pool}:audit`` | stream | field ``e`` = serialized ``AuditEvent`` (≈ 10,000 kept) |
 | ``cr:{pool}:acks`` | hash | router id → serialized ``RouterAck`` |
 | ``cr:{pool}:nodes`` | hash | node id → serialized ``NodeRecord`` |
+| ``cr:{pool}:reports`` | hash | node id → receive time (int64 LE ms) + serialized ``NodeReport`` |
+| ``cr:{pool}:report_streams`` | hash | node id → id of the agent stream that owns the node |
 | ``cr:{pool}:load`` | string | latest serialized ``LoadSnapshot`` |
 | ``cr:{pool}:traffic`` | stream | field ``r`` = serialized ``TrafficReport`` (≈ 10,000 kept) |
 | ``cr:{pool}:trace`` | stream | field ``s`` = serialized ``SampledRequest`` (≈ 100,000 kept) |
 | ``cr:{pool}:rates`` | string | the rate estimator's last state (control plane restarts) |
 | ``cr:pools`` | set | pool names |
 | ``cr:lease:<name>`` | string | lease holder id, with a TTL |
+
+The receive time in ``reports`` is the control-plane instance's clock when the agent's latest
+report arrived; liveness ("down after three report intervals") is judged against it.
 
 Pub/sub channels (hints only; readers re-read the keys): ``cr:{pool}:hint:table`` (generation),
 ``cr:{pool}:hint:load`` (the serialized ``LoadSnapshot`` itself, to save a round trip),

@@ -1,0 +1,306 @@
+"""The online ``plan`` commands: talk to a control plane (``--target HOST:PORT``).
+
+``register(sub)`` adds ``import``, ``list``, ``diff``, ``rollout``, ``rollback`` and ``shadow`` to
+the ``plan`` group; :func:`build` and :func:`show` are the online modes of ``plan build`` (no
+``--rates``: from the live rate estimates) and ``plan show VERSION`` (a stored version), which
+``cachectl.plan_cmd`` dispatches to. Every command takes ``--json`` (one JSON object, the proto3
+JSON mapping of the answer) and otherwise prints aligned tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import grpc
+from google.protobuf.message import DecodeError
+
+from cachectl.admin_client import (
+    TARGET_ENV,
+    AdminError,
+    add_target_flags,
+    age_text,
+    connect,
+    to_json,
+)
+from cachectl.admin_client import actor as actor_of
+from cachectl.errors import CliError
+from cachectl.output import print_json, print_table
+from cacheroute.v1 import admin_pb2, cluster_pb2, table_pb2
+from controlplane.store.schema import VERSION_PATTERN
+
+# Flags of the offline ``plan build`` that mean nothing to a live build.
+OFFLINE_ONLY_BUILD_FLAGS = ("num_nodes", "nodes", "out", "weights")
+
+
+def _pointer_line(pointer: cluster_pb2.ActivePointer) -> str:
+    if not pointer.version:
+        return f"pool {pointer.pool or '?'}: no active plan"
+    return (
+        f"pool {pointer.pool}: active {pointer.version} generation {pointer.generation} "
+        f"({pointer.action or 'moved'} by {pointer.actor or '?'}, "
+        f"{age_text(pointer.updated_at_unix_ms)} ago)"
+    )
+
+
+def _summary_rows(plans: list[admin_pb2.PlanSummary]) -> list[list[object]]:
+    rows: list[list[object]] = []
+    for plan in plans:
+        meta, stats = plan.metadata, plan.metadata.stats
+        rows.append(
+            [
+                meta.version,
+                "*" if plan.active else "",
+                age_text(meta.created_at_unix_ms),
+                meta.created_by,
+                meta.source,
+                int(stats.admitted_keys),
+                len(stats.planned_load),
+                round(stats.admitted_rate_share, 4),
+                round(stats.planned_imbalance, 4),
+                meta.note,
+            ]
+        )
+    return rows
+
+
+SUMMARY_HEADERS = (
+    "VERSION", "ACTIVE", "AGE", "BY", "SOURCE", "KEYS", "NODES", "WARM_SHARE", "IMBALANCE", "NOTE",
+)  # fmt: skip
+
+
+def _print_plan(summary: admin_pb2.PlanSummary, verb: str) -> None:
+    meta = summary.metadata
+    print(f"{verb} {meta.version} in pool {meta.pool}{' (active)' if summary.active else ''}")
+    print_table(SUMMARY_HEADERS, _summary_rows([summary]))
+
+
+# -- handlers ---------------------------------------------------------------------------------
+
+
+def build(args: argparse.Namespace) -> int:
+    """``plan build`` without ``--rates``: build from live rates and store (not activate)."""
+    for flag in OFFLINE_ONLY_BUILD_FLAGS:
+        if getattr(args, flag, None) is not None:
+            raise CliError(
+                f"--rates is required with --{flag.replace('_', '-')} (an offline build); "
+                "without --rates the control plane builds from its live rates"
+            )
+    request = admin_pb2.BuildPlanRequest(
+        pool=args.pool or "", placement=args.placement or "", actor=actor_of(args)
+    )
+    request.note = getattr(args, "note", None) or ""
+    if args.q_cap is not None:
+        request.q_cap = args.q_cap
+    if args.slots_per_node is not None:
+        if args.slots_per_node < 0:
+            raise CliError(f"--slots-per-node must be >= 0, got {args.slots_per_node}")
+        request.slots_per_node = args.slots_per_node
+    with connect(args) as client:
+        summary = client.call(client.plans.BuildPlan, request)
+    if args.json:
+        print_json(to_json(summary))
+    else:
+        _print_plan(summary, "built")
+        print(f"roll it out with: cachectl plan rollout {summary.metadata.version}")
+    return 0
+
+
+def show(args: argparse.Namespace, version: str) -> int:
+    """``plan show VERSION``: a stored plan's metadata and its top keys with destinations.
+
+    ``version`` is what the user typed where a plan file was expected and no such file exists,
+    so the errors say both: no file, and (for a version-shaped argument) what the server said.
+    """
+    if not VERSION_PATTERN.match(version):
+        raise CliError(f"{version}: no such plan file (nor a plan version: p + 16 hex digits)")
+    request = admin_pb2.GetPlanRequest(pool=args.pool or "", version=version, top_keys=args.top)
+    with connect(args) as client:
+        try:
+            plan = client.call(client.plans.GetPlan, request)
+        except AdminError as exc:
+            if exc.code is grpc.StatusCode.NOT_FOUND:
+                raise CliError(
+                    f"{version}: no such plan file, and the control-plane at {client.address} "
+                    f"has no stored version {version} in pool {args.pool or 'default'} "
+                    "(`cachectl plan list` shows the stored ones)"
+                ) from None
+            if exc.code is grpc.StatusCode.UNAVAILABLE:
+                raise CliError(
+                    f"{version}: no such plan file, and no control-plane answered at "
+                    f"{client.address} to look it up as a stored version (is it running? "
+                    f"--target or ${TARGET_ENV})"
+                ) from None
+            raise
+    if args.json:
+        print_json(to_json(plan))
+        return 0
+    _print_plan(plan.summary, "plan")
+    params = plan.summary.metadata.params
+    print(
+        f"placement {params.placement}, q_cap {params.q_cap:g} req/s, "
+        f"{params.slots_per_node} slots per node"
+    )
+    rows = [[k.key or f"#{k.key_hash:016x}", k.rate, ",".join(k.node_ids)] for k in plan.top_keys]
+    print_table(("KEY", "RATE", "NODES"), rows)
+    return 0
+
+
+def _import(args: argparse.Namespace) -> int:
+    path = Path(args.file)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise CliError(f"{args.file}: cannot read: {exc.strerror}") from None
+    table = table_pb2.RoutingTable()
+    try:
+        table.ParseFromString(data)
+    except DecodeError:
+        raise CliError(f"{args.file}: not a plan file (a serialized RoutingTable)") from None
+    request = admin_pb2.ImportPlanRequest(table=table, actor=actor_of(args), note=args.note or "")
+    with connect(args) as client:
+        summary = client.call(client.plans.ImportPlan, request)
+    if args.json:
+        print_json(to_json(summary))
+    else:
+        _print_plan(summary, "stored")
+    return 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    request = admin_pb2.ListPlansRequest(pool=args.pool or "", limit=args.limit)
+    with connect(args) as client:
+        listed = client.call(client.plans.ListPlans, request)
+    if args.json:
+        print_json(to_json(listed))
+        return 0
+    pointer = cluster_pb2.ActivePointer(pool=args.pool or "default")
+    if listed.HasField("active"):
+        pointer = listed.active
+    print(_pointer_line(pointer))
+    print_table(SUMMARY_HEADERS, _summary_rows(list(listed.plans)))
+    return 0
+
+
+def _diff(args: argparse.Namespace) -> int:
+    request = admin_pb2.DiffPlansRequest(
+        pool=args.pool or "", from_version=args.old, to_version=args.new, limit=args.limit
+    )
+    with connect(args) as client:
+        diff = client.call(client.plans.DiffPlans, request)
+    if args.json:
+        print_json(to_json(diff))
+        return 0
+    print(f"{diff.from_version} -> {diff.to_version}: churn {diff.churn:.2%}")
+    print_table(
+        ("KEYS_FROM", "KEYS_TO", "ADDED", "REMOVED", "MOVED", "UNCHANGED"),
+        [[diff.keys_from, diff.keys_to, diff.keys_added, diff.keys_removed, diff.keys_moved,
+          diff.keys_unchanged]],
+    )  # fmt: skip
+    if diff.moves:
+        rows = [
+            [m.key or f"#{m.key_hash:016x}", ",".join(m.from_node_ids), ",".join(m.to_node_ids)]
+            for m in diff.moves
+        ]
+        print(f"moved keys (up to {args.limit}, highest rate first):")
+        print_table(("KEY", "FROM", "TO"), rows)
+    return 0
+
+
+def _print_pointer(args: argparse.Namespace, pointer: cluster_pb2.ActivePointer) -> int:
+    if args.json:
+        print_json(to_json(pointer))
+    else:
+        print(_pointer_line(pointer))
+    return 0
+
+
+def _rollout(args: argparse.Namespace) -> int:
+    request = admin_pb2.RolloutRequest(
+        pool=args.pool or "", version=args.version, actor=actor_of(args), reason=args.reason or ""
+    )
+    if args.expect_generation is not None:
+        request.expected_generation = args.expect_generation
+    with connect(args) as client:
+        return _print_pointer(args, client.call(client.plans.Rollout, request))
+
+
+def _rollback(args: argparse.Namespace) -> int:
+    request = admin_pb2.RollbackRequest(
+        pool=args.pool or "", to_version=args.to or "", actor=actor_of(args)
+    )
+    request.reason = args.reason or ""
+    if args.expect_generation is not None:
+        request.expected_generation = args.expect_generation
+    with connect(args) as client:
+        return _print_pointer(args, client.call(client.plans.Rollback, request))
+
+
+def _shadow(args: argparse.Namespace) -> int:
+    request = admin_pb2.ShadowPlanRequest(pool=args.pool or "", version=args.version)
+    with connect(args) as client:
+        verdict = client.call(client.plans.ShadowPlan, request)
+    if args.json:
+        print_json(to_json(verdict))
+    else:
+        outcome = table_pb2.ShadowVerdict.Outcome.Name(verdict.outcome)
+        print(f"{args.version}: {outcome.removeprefix('OUTCOME_')} {verdict.summary}")
+    return 0
+
+
+# -- parsers ----------------------------------------------------------------------------------
+
+
+def _generation(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
+
+
+def _parser(
+    sub: Any, name: str, help_text: str, handler: Any, *, pool: bool = True
+) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = sub.add_parser(name, help=help_text, description=help_text)
+    if pool:
+        parser.add_argument("--pool", default="", help="pool (default: the default pool)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    add_target_flags(parser)
+    parser.set_defaults(handler=handler)
+    return parser
+
+
+def register(sub: Any) -> None:
+    """Add the control-plane-only ``plan`` subcommands to the ``plan`` group's subparsers."""
+    p = _parser(
+        sub, "import", "store a plan file in the control plane (not activated)", _import, pool=False
+    )
+    p.add_argument("file", metavar="PLAN", help="plan file written by `plan build --rates`")
+    p.add_argument("--note", help="free text stored with the plan")
+
+    p = _parser(sub, "list", "stored plan versions, newest first, and the active one", _list)
+    p.add_argument("--limit", type=int, default=50, help="how many (default: %(default)s)")
+
+    p = _parser(sub, "diff", "keys moved, added and removed between two versions", _diff)
+    p.add_argument("old", metavar="V1", help="from version")
+    p.add_argument("new", metavar="V2", help="to version")
+    p.add_argument("--limit", type=int, default=20, help="moved keys to list (default: 20)")
+
+    for name, help_text, handler in (
+        ("rollout", "make a stored version active (compare-and-set)", _rollout),
+        ("rollback", "re-activate an earlier version under a new generation", _rollback),
+    ):
+        p = _parser(sub, name, help_text, handler)
+        if name == "rollout":
+            p.add_argument("version", metavar="VERSION", help="plan version (p + 16 hex digits)")
+        else:
+            p.add_argument("--to", metavar="VERSION", help="default: the previous active one")
+        p.add_argument(
+            "--expect-generation", type=_generation, metavar="G",
+            help="apply only if the active generation is still G (default: as read just before)",
+        )  # fmt: skip
+        p.add_argument("--reason", help="recorded in the audit trail")
+
+    p = _parser(sub, "shadow", "replay a version against Flat-LB (not built yet)", _shadow)
+    p.add_argument("version", metavar="VERSION")

@@ -1,0 +1,99 @@
+"""``cachectl status``: per pool, the active version and generation, which routers applied it
+(ACK) or refused it (NACK, with the reason), node loads and staleness; and the leader."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from cachectl.admin_client import add_target_flags, age_text, connect, to_json
+from cachectl.nodes_cmd import HEADERS as NODE_HEADERS
+from cachectl.nodes_cmd import node_rows
+from cachectl.output import print_json, print_table
+from cacheroute.v1 import admin_pb2
+
+ROUTER_HEADERS = (
+    "ROUTER",
+    "ADDRESS",
+    "ANSWER",
+    "VERSION",
+    "GENERATION",
+    "SERVING",
+    "AGE",
+    "REASON",
+)
+
+
+def router_rows(pool: admin_pb2.PoolStatus) -> list[list[object]]:
+    rows: list[list[object]] = []
+    for ack in pool.routers:
+        current = ack.generation == pool.active.generation and ack.version == pool.active.version
+        answer = "ACK" if ack.accepted else "NACK"
+        if ack.accepted and not current:
+            answer = "ACK(old)"
+        rows.append(
+            [
+                ack.router_id,
+                ack.listen_address,
+                answer,
+                ack.version,
+                ack.generation,
+                f"{ack.serving_version}@{ack.serving_generation}" if ack.serving_version else "-",
+                age_text(ack.at_unix_ms),
+                ack.reason,
+            ]
+        )
+    return rows
+
+
+def _print_pool(pool: admin_pb2.PoolStatus) -> None:
+    active = pool.active
+    if active.version:
+        print(
+            f"pool {pool.pool}: active {active.version} generation {active.generation} "
+            f"({active.action or 'moved'} by {active.actor or '?'}, "
+            f"{age_text(active.updated_at_unix_ms)} ago)"
+        )
+    else:
+        print(f"pool {pool.pool}: no active plan")
+    if pool.routers:
+        acked = sum(
+            1
+            for a in pool.routers
+            if a.accepted and a.generation == active.generation and a.version == active.version
+        )
+        print(f"  routers: {acked} of {len(pool.routers)} applied generation {active.generation}")
+        print_table(ROUTER_HEADERS, router_rows(pool))
+    else:
+        print("  routers: none reported")
+    if pool.nodes:
+        print_table(NODE_HEADERS, node_rows(list(pool.nodes)))
+    else:
+        print("  nodes: none registered")
+
+
+def _status(args: argparse.Namespace) -> int:
+    with connect(args) as client:
+        status = client.call(client.plans.GetStatus, admin_pb2.GetStatusRequest(pool=args.pool))
+    if args.json:
+        print_json(to_json(status))
+        return 0
+    leader = status.leader_id or "none"
+    print(f"leader: {leader}{' (this instance)' if status.is_leader else ''}")
+    if not status.pools:
+        print("no pools yet")
+    for i, pool in enumerate(status.pools):
+        if i:
+            print()
+        _print_pool(pool)
+    return 0
+
+
+def register(sub: Any) -> None:
+    parser: argparse.ArgumentParser = sub.add_parser(
+        "status", help="active plans, router ACK/NACKs, nodes", description=__doc__
+    )
+    parser.add_argument("--pool", default="", help="one pool (default: every pool)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    add_target_flags(parser)
+    parser.set_defaults(handler=_status)

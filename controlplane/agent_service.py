@@ -1,0 +1,123 @@
+"""AgentService: the thin gRPC adapter over :mod:`controlplane.agent_sessions`.
+
+The first report joins, later ones are heartbeats, ``leaving`` or the end of the stream leaves.
+When this instance shuts down, open streams end with UNAVAILABLE *without* marking their nodes
+down: the agents reconnect to another instance, and the timeout covers those that do not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+import structlog
+
+from cacheroute.v1 import agent_pb2, agent_pb2_grpc
+from controlplane.agent_sessions import AgentSession, join
+from controlplane.errors import ShuttingDownError
+from controlplane.metrics import ControlPlaneMetrics
+from controlplane.nodes import Liveness
+from controlplane.rpc import status_for
+from controlplane.store import Stores
+from controlplane.store.base import StoreError
+
+log = structlog.get_logger("controlplane.agents")
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
+    def __init__(
+        self,
+        stores: Stores,
+        metrics: ControlPlaneMetrics,
+        *,
+        instance_id: str,
+        liveness: Liveness,
+        report_interval_ms: int,
+    ) -> None:
+        self._stores = stores
+        self._metrics = metrics
+        self._instance_id = instance_id
+        self._liveness = liveness
+        self._report_interval_ms = report_interval_ms
+        self._closing = asyncio.Event()
+
+    def close(self) -> None:
+        """End every open stream (this instance is stopping)."""
+        self._closing.set()
+
+    async def _next_report(
+        self, reports: AsyncIterator[agent_pb2.NodeReport]
+    ) -> agent_pb2.NodeReport | None:
+        """The next report, None at the stream's end; ShuttingDownError once close() was called."""
+        read = asyncio.ensure_future(anext(reports, None))
+        closing = asyncio.ensure_future(self._closing.wait())
+        try:
+            await asyncio.wait({read, closing}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            closing.cancel()
+            if not read.done():
+                read.cancel()
+        if read.done() and not read.cancelled():
+            return read.result()
+        raise ShuttingDownError("control-plane instance is shutting down; reconnect")
+
+    async def _handle(
+        self, session: AgentSession | None, report: agent_pb2.NodeReport, stream_id: str
+    ) -> tuple[AgentSession, agent_pb2.AgentDirective | None]:
+        now = _now_ms()
+        if session is None:
+            session = await join(
+                self._stores,
+                report,
+                stream_id=stream_id,
+                now_ms=now,
+                liveness=self._liveness,
+                report_interval_ms=self._report_interval_ms,
+            )
+            log.info("agent joined", pool=session.pool, node=session.node_id, stream=stream_id)
+            return session, session.directive(f"joined pool {session.pool} as {session.node_id}")
+        return session, await session.heartbeat(report, now)
+
+    async def Connect(  # noqa: N802 - the gRPC method name
+        self,
+        request_iterator: AsyncIterator[agent_pb2.NodeReport],
+        context: grpc.aio.ServicerContext[Any, Any],
+    ) -> AsyncIterator[agent_pb2.AgentDirective]:
+        stream_id = f"{self._instance_id}/{uuid.uuid4().hex[:12]}"
+        session: AgentSession | None = None
+        code = "OK"
+        self._metrics.agent_streams.inc()
+        try:
+            reports = aiter(request_iterator)
+            while True:
+                try:
+                    report = await self._next_report(reports)
+                    if report is None:
+                        break
+                    self._metrics.agent_reports.inc()
+                    session, directive = await self._handle(session, report, stream_id)
+                    if directive is not None:
+                        yield directive
+                    if report.leaving:
+                        break
+                except Exception as exc:
+                    status, message = status_for(exc)
+                    code = status.name
+                    log.info("agent stream refused", stream=stream_id, code=code, message=message)
+                    await context.abort(status, message)
+        finally:
+            self._metrics.agent_streams.dec()
+            self._metrics.rpcs.labels("Connect", code).inc()
+            if session is not None and not self._closing.is_set():
+                with contextlib.suppress(StoreError):
+                    await asyncio.shield(session.leave(_now_ms()))
+                log.info("agent left", pool=session.pool, node=session.node_id, stream=stream_id)

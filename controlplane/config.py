@@ -1,0 +1,206 @@
+"""The control plane's options: one frozen dataclass, and the argparse parser that fills it.
+
+Every option comes from a flag, a ``CACHEROUTE_<NAME>`` environment variable or ``--config FILE``
+(see :mod:`servekit.settings`); ``python -m controlplane --help`` lists them all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import socket
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from servekit.logging import LEVELS
+from servekit.settings import add_config_flag, document_env, parse_settings
+from servekit.tls import TlsConfig
+
+LEADER_LEASE = "controlplane"
+
+
+@dataclass(frozen=True)
+class ControlPlaneConfig:
+    listen: str = "127.0.0.1:50051"
+    redis_url: str = ""
+    redis_data_dir: Path | None = None
+    instance_id: str = ""
+    metrics_listen: str = "127.0.0.1:9091"
+    load_publish_interval_s: float = 0.25
+    node_timeout_intervals: float = 3.0
+    plan_interval_s: float = 0.0
+    # 0: derive per build as the mean per-destination rate (total rate / destinations).
+    q_cap: float = 0.0
+    slots_per_node: int = 8
+    rate_half_life_s: float = 60.0
+    rate_update_interval_s: float = 1.0
+    rate_max_keys: int = 250_000
+    leader_lease_ttl_s: float = 3.0
+    grace_s: float = 5.0
+    tls: TlsConfig | None = None
+    log_json: bool = True
+    log_level: str = "info"
+
+    @property
+    def report_interval_ms(self) -> int:
+        """The report interval the control plane asks agents for: one report per snapshot."""
+        return max(1, round(self.load_publish_interval_s * 1000))
+
+    def resolved_instance_id(self) -> str:
+        return self.instance_id or f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _positive(text: str) -> float:
+    value = float(text)
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+    return value
+
+
+def _non_negative(text: str) -> float:
+    value = float(text)
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text!r}")
+    return value
+
+
+def _count(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m controlplane",
+        description="CacheRoute control plane: agent registry, load snapshots, rate estimation, "
+        "planning and the admin API used by cachectl.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    add = parser.add_argument
+    add("--listen", default="127.0.0.1:50051", help="gRPC HOST:PORT (port 0: any free port)")
+    add("--redis-url", default="", help="redis://host:port/db; empty: start an embedded Redis")
+    add(
+        "--redis-data-dir",
+        type=Path,
+        default=None,
+        help="make the embedded Redis persistent (AOF) in this folder",
+    )
+    add("--instance-id", default="", help="this instance's id (default: HOSTNAME:PID)")
+    add(
+        "--metrics-listen",
+        default="127.0.0.1:9091",
+        help="HOST:PORT of the Prometheus /metrics endpoint; empty or 'off' disables it",
+    )
+    add(
+        "--load-publish-interval",
+        type=_positive,
+        default=0.25,
+        help="seconds between load snapshots (also the report interval asked of agents)",
+    )
+    add(
+        "--node-timeout-intervals",
+        type=_positive,
+        default=3.0,
+        help="a node is down when its last report is older than this many of its report intervals",
+    )
+    add(
+        "--plan-interval",
+        type=_non_negative,
+        default=0.0,
+        help="seconds between automatic plan builds (stored, never activated); 0: on demand only",
+    )
+    add(
+        "--q-cap",
+        type=_non_negative,
+        default=0.0,
+        help="per-destination load target (requests/s) for plans; 0: total rate / destinations",
+    )
+    add("--slots-per-node", type=_count, default=8, help="warm slots per destination (W)")
+    add(
+        "--rate-half-life",
+        type=_positive,
+        default=60.0,
+        help="half-life in seconds of the per-key rate estimator's exponential decay",
+    )
+    add(
+        "--rate-update-interval",
+        type=_positive,
+        default=1.0,
+        help="seconds between reads of the routers' traffic reports",
+    )
+    add(
+        "--rate-max-keys",
+        type=_count,
+        default=250_000,
+        help="most keys the rate estimator tracks (the lowest rates are dropped first)",
+    )
+    add(
+        "--leader-lease-ttl",
+        type=_positive,
+        default=3.0,
+        help="seconds the leader lease lives without renewal (renewed every third of it)",
+    )
+    add(
+        "--shutdown-grace",
+        type=_non_negative,
+        default=5.0,
+        help="seconds in-flight RPCs get to finish on SIGTERM",
+    )
+    add("--tls-cert", type=Path, default=None, help="server certificate (PEM); enables TLS")
+    add("--tls-key", type=Path, default=None, help="server private key (PEM)")
+    add(
+        "--tls-client-ca",
+        type=Path,
+        default=None,
+        help="CA bundle client certificates must chain to (requires mTLS)",
+    )
+    add("--log-format", choices=("json", "console"), default="json", help="log line format")
+    add("--log-level", choices=LEVELS, default="info", help="lowest level logged")
+    add_config_flag(parser)
+    document_env(parser)
+    return parser
+
+
+def parse_config(
+    argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None
+) -> ControlPlaneConfig:
+    """Options from flags, environment and config file; errors exit via argparse."""
+    parser = build_parser()
+    args = parse_settings(parser, argv, environ)
+    if (args.tls_cert is None) != (args.tls_key is None):
+        parser.error("--tls-cert and --tls-key go together")
+    if args.tls_client_ca is not None and args.tls_cert is None:
+        parser.error("--tls-client-ca needs --tls-cert and --tls-key")
+    metrics_listen = "" if args.metrics_listen in ("", "off") else args.metrics_listen
+    host, _, port = metrics_listen.rpartition(":")
+    if metrics_listen and not (host and port.isdigit() and int(port) < 65536):
+        parser.error(f"--metrics-listen {args.metrics_listen!r}: expected HOST:PORT, '' or off")
+    tls = (
+        TlsConfig(args.tls_cert, args.tls_key, args.tls_client_ca)
+        if args.tls_cert is not None
+        else None
+    )
+    return ControlPlaneConfig(
+        listen=args.listen,
+        redis_url=args.redis_url,
+        redis_data_dir=args.redis_data_dir,
+        instance_id=args.instance_id,
+        metrics_listen=metrics_listen,
+        load_publish_interval_s=args.load_publish_interval,
+        node_timeout_intervals=args.node_timeout_intervals,
+        plan_interval_s=args.plan_interval,
+        q_cap=args.q_cap,
+        slots_per_node=args.slots_per_node,
+        rate_half_life_s=args.rate_half_life,
+        rate_update_interval_s=args.rate_update_interval,
+        rate_max_keys=args.rate_max_keys,
+        leader_lease_ttl_s=args.leader_lease_ttl,
+        grace_s=args.shutdown_grace,
+        tls=tls,
+        log_json=args.log_format == "json",
+        log_level=args.log_level,
+    )

@@ -1,0 +1,40 @@
+"""The control plane's domain errors (the store's are in :mod:`controlplane.store.base`).
+
+Servicers map them to gRPC status codes in :mod:`controlplane.rpc`::
+
+    ValueError (incl. InvalidNameError, TableError, PlanError)   INVALID_ARGUMENT
+    PlanNotFoundError, NodeNotFoundError                         NOT_FOUND
+    ConflictError, PreconditionError                             FAILED_PRECONDITION
+    PlanMismatchError, NodeIdTakenError                          ALREADY_EXISTS
+    StreamSupersededError                                        ABORTED
+    ShuttingDownError                                            UNAVAILABLE
+    StoreUnavailableError                                        UNAVAILABLE
+    NotBuiltError                                                UNIMPLEMENTED
+"""
+
+from __future__ import annotations
+
+
+class PreconditionError(Exception):
+    """The cluster is not in the state a request needs (no nodes, no traffic, no previous plan)."""
+
+
+class NodeNotFoundError(Exception):
+    """No such node in the pool's registry."""
+
+
+class NotBuiltError(Exception):
+    """A feature the API declares but this release does not implement yet."""
+
+
+class NodeIdTakenError(Exception):
+    """Another live agent stream already reports under this node id from another address."""
+
+
+class StreamSupersededError(Exception):
+    """This agent stream no longer owns its node (a newer stream took it over, or it was
+    removed)."""
+
+
+class ShuttingDownError(Exception):
+    """This control-plane instance is stopping; the client should reconnect (to another one)."""

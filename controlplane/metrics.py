@@ -1,0 +1,100 @@
+"""Prometheus metrics of one control-plane instance (its own registry, so tests can run several).
+
+Gauges about the cluster (nodes by state, node load, report staleness, estimator keys) are set by
+the leader's loops; on a follower they keep the last values it published while it led, and the
+``leader`` gauge says which instance's values are current.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+NODE_STATES = ("healthy", "unhealthy", "draining", "down")
+
+
+class ControlPlaneMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.planner_runs = Counter(
+            "cacheroute_controlplane_planner_runs",
+            "Plan builds, by pool, trigger (rpc/interval) and outcome (ok/skipped/error).",
+            ["pool", "trigger", "outcome"],
+            registry=r,
+        )
+        self.planner_seconds = Histogram(
+            "cacheroute_controlplane_planner_duration_seconds",
+            "Wall time of a plan build (rates, planner and store).",
+            ["pool"],
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+            registry=r,
+        )
+        self.nodes = Gauge(
+            "cacheroute_controlplane_nodes",
+            "Registered nodes by pool and state (healthy/unhealthy/draining/down).",
+            ["pool", "state"],
+            registry=r,
+        )
+        self.node_load = Gauge(
+            "cacheroute_controlplane_node_load",
+            "Running + waiting requests of a node in the last published snapshot.",
+            ["pool", "node"],
+            registry=r,
+        )
+        self.node_report_age = Gauge(
+            "cacheroute_controlplane_node_report_age_seconds",
+            "Age of a node's latest agent report when the snapshot was published.",
+            ["pool", "node"],
+            registry=r,
+        )
+        self.snapshots = Counter(
+            "cacheroute_controlplane_load_snapshots_published",
+            "Load snapshots published, by pool.",
+            ["pool"],
+            registry=r,
+        )
+        self.agent_streams = Gauge(
+            "cacheroute_controlplane_agent_streams",
+            "Agent streams open on this instance.",
+            registry=r,
+        )
+        self.agent_reports = Counter(
+            "cacheroute_controlplane_agent_reports",
+            "Node reports received on this instance.",
+            registry=r,
+        )
+        self.rate_keys = Gauge(
+            "cacheroute_controlplane_rate_estimator_keys",
+            "Keys tracked by the rate estimator, by pool.",
+            ["pool"],
+            registry=r,
+        )
+        self.rate_total = Gauge(
+            "cacheroute_controlplane_rate_estimator_total_rate",
+            "Estimated total request rate (requests/s), by pool.",
+            ["pool"],
+            registry=r,
+        )
+        self.traffic_reports = Counter(
+            "cacheroute_controlplane_traffic_reports",
+            "Router traffic reports folded into the rate estimate, by pool.",
+            ["pool"],
+            registry=r,
+        )
+        self.leader = Gauge(
+            "cacheroute_controlplane_leader",
+            "1 while this instance holds the leader lease.",
+            registry=r,
+        )
+        self.loop_errors = Counter(
+            "cacheroute_controlplane_loop_errors",
+            "Failed iterations of a background loop (Redis away, ...), by loop.",
+            ["loop"],
+            registry=r,
+        )
+        self.rpcs = Counter(
+            "cacheroute_controlplane_rpcs",
+            "Admin and agent RPCs handled, by method and status code.",
+            ["method", "code"],
+            registry=r,
+        )

@@ -1,0 +1,237 @@
+"""Wiring of one control-plane instance: Redis, gRPC services, metrics, leadership and loops.
+
+Every instance serves the admin API and agent streams. Only the lease holder runs the cluster-wide
+loops (each skips its tick while the instance does not lead):
+
+| loop | interval | work |
+|---|---|---|
+| leader election | lease TTL / 3 (1 s) | acquire or renew the ``controlplane`` lease |
+| load snapshots | ``--load-publish-interval`` (0.25 s) | one LoadSnapshot per pool |
+| rate estimator | ``--rate-update-interval`` (1 s) | fold new traffic reports in, save state |
+| planner | ``--plan-interval`` (off by default) | build and store a plan per pool |
+
+Stopping: leave the lease (another instance takes over at once), stop the loops, end agent
+streams without marking their nodes down (the agents reconnect elsewhere), health NOT_SERVING,
+let in-flight RPCs finish within the grace period, then close Redis (and the embedded server).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+
+import structlog
+
+from cacheroute.v1 import admin_pb2, admin_pb2_grpc, agent_pb2, agent_pb2_grpc
+from controlplane.agent_service import AgentServicer
+from controlplane.config import ControlPlaneConfig
+from controlplane.errors import PreconditionError
+from controlplane.leader import LeaderElector
+from controlplane.live_plan import BuildRequest, PlanDefaults, build_live_plan
+from controlplane.loads import LoadPublisher
+from controlplane.metrics import ControlPlaneMetrics
+from controlplane.node_service import NodeServicer
+from controlplane.nodes import Liveness
+from controlplane.plan_service import PlanServicer
+from controlplane.rate_tracker import RateTracker
+from controlplane.store import Stores, open_stores
+from controlplane.store.base import StoreUnavailableError
+from controlplane.store.embedded import EmbeddedRedis
+from servekit.grpc_server import GrpcServer
+from servekit.metrics import MetricsEndpoint
+
+log = structlog.get_logger("controlplane")
+
+SERVICE_NAMES = tuple(
+    d.services_by_name[name].full_name
+    for d, name in (
+        (admin_pb2.DESCRIPTOR, "PlanService"),
+        (admin_pb2.DESCRIPTOR, "NodeService"),
+        (agent_pb2.DESCRIPTOR, "AgentService"),
+    )
+)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+async def _cancel_all(tasks: list[asyncio.Task[None]]) -> None:
+    """Cancel ``tasks`` and wait for them, cancelling again any that swallowed the request (a
+    cancellation racing a client library's own timeout can come back as a timeout error)."""
+    for task in tasks:
+        task.cancel()
+    pending = set(tasks)
+    while pending:
+        done, pending = await asyncio.wait(pending, timeout=0.2)
+        for task in pending:
+            log.info("background task ignored cancellation; cancelling again", task=task.get_name())
+            task.cancel()
+        for task in done:
+            if not task.cancelled() and task.exception() is not None:
+                log.error(
+                    "background task failed", task=task.get_name(), error=repr(task.exception())
+                )
+
+
+class ControlPlane:
+    """One instance. ``await start()``, then ``address`` is the bound gRPC address."""
+
+    def __init__(self, config: ControlPlaneConfig) -> None:
+        self.config = config
+        self.instance_id = config.resolved_instance_id()
+        self.metrics = ControlPlaneMetrics()
+        self.liveness = Liveness(config.node_timeout_intervals, config.report_interval_ms)
+        self.defaults = PlanDefaults(
+            q_cap=config.q_cap,
+            slots_per_node=config.slots_per_node,
+            half_life_s=config.rate_half_life_s,
+            max_keys=config.rate_max_keys,
+        )
+        self.redis_url = config.redis_url
+        self.embedded: EmbeddedRedis | None = None
+        self.stores: Stores | None = None
+        self.grpc: GrpcServer | None = None
+        self.metrics_endpoint: MetricsEndpoint | None = None
+        self.leader: LeaderElector | None = None
+        self._agents: AgentServicer | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stopping = False
+
+    @property
+    def address(self) -> str:
+        assert self.grpc is not None, "not started"
+        return self.grpc.address
+
+    async def start(self) -> None:
+        cfg = self.config
+        if not self.redis_url:
+            self.embedded = await asyncio.to_thread(
+                EmbeddedRedis(data_dir=cfg.redis_data_dir).start
+            )
+            self.redis_url = self.embedded.url
+            log.info(
+                "started embedded redis",
+                redis_url=self.redis_url,
+                data_dir=str(cfg.redis_data_dir) if cfg.redis_data_dir else None,
+            )
+        stores = self.stores = open_stores(self.redis_url)
+        self.leader = LeaderElector(
+            stores.leases, self.instance_id, ttl_s=cfg.leader_lease_ttl_s, metrics=self.metrics
+        )
+        self.grpc = GrpcServer(cfg.listen, service_names=SERVICE_NAMES, tls=cfg.tls)
+        self._agents = AgentServicer(
+            stores,
+            self.metrics,
+            instance_id=self.instance_id,
+            liveness=self.liveness,
+            report_interval_ms=cfg.report_interval_ms,
+        )
+        agent_pb2_grpc.add_AgentServiceServicer_to_server(self._agents, self.grpc.server)
+        admin_pb2_grpc.add_PlanServiceServicer_to_server(
+            PlanServicer(
+                stores,
+                self.metrics,
+                defaults=self.defaults,
+                liveness=self.liveness,
+                instance_id=self.instance_id,
+            ),
+            self.grpc.server,
+        )
+        admin_pb2_grpc.add_NodeServiceServicer_to_server(
+            NodeServicer(stores, self.metrics, self.liveness), self.grpc.server
+        )
+        if cfg.metrics_listen:
+            host, _, port = cfg.metrics_listen.rpartition(":")
+            self.metrics_endpoint = MetricsEndpoint(self.metrics.registry, host, int(port))
+        await self.grpc.start()
+        self._start_loops()
+        log.info(
+            "control plane serving",
+            listen=self.address,
+            instance=self.instance_id,
+            redis_url=self.redis_url,
+            metrics=self.metrics_endpoint.url if self.metrics_endpoint else None,
+        )
+
+    def _start_loops(self) -> None:
+        assert self.leader is not None and self.stores is not None
+        cfg, stores = self.config, self.stores
+        publisher = LoadPublisher(stores, self.metrics, self.liveness)
+        tracker = RateTracker(stores, self.metrics, cfg.rate_half_life_s, cfg.rate_max_keys)
+        self._tasks.append(asyncio.create_task(self.leader.run(), name="leader"))
+        self._spawn(
+            "loads", cfg.load_publish_interval_s, lambda t: publisher.publish_all(t, _now_ms())
+        )
+        self._spawn("rates", cfg.rate_update_interval_s, tracker.update)
+        if cfg.plan_interval_s > 0:
+            self._spawn("planner", cfg.plan_interval_s, self._plan_all)
+
+    def _spawn(
+        self, name: str, interval_s: float, work: Callable[[int], Awaitable[object]]
+    ) -> None:
+        self._tasks.append(
+            asyncio.create_task(self._leader_loop(name, interval_s, work), name=name)
+        )
+
+    async def _leader_loop(
+        self, name: str, interval_s: float, work: Callable[[int], Awaitable[object]]
+    ) -> None:
+        """Run ``work(term)`` every ``interval_s`` while this instance leads (fixed rate)."""
+        assert self.leader is not None
+        next_at = time.monotonic()
+        while not self._stopping:
+            if self.leader.is_leader:
+                try:
+                    await work(self.leader.term)
+                except StoreUnavailableError as exc:
+                    self.metrics.loop_errors.labels(name).inc()
+                    log.warning("leader loop failed", loop=name, error=str(exc))
+                except Exception:
+                    self.metrics.loop_errors.labels(name).inc()
+                    log.exception("leader loop failed", loop=name)
+            next_at = max(next_at + interval_s, time.monotonic())
+            await asyncio.sleep(next_at - time.monotonic())
+
+    async def _plan_all(self, term: int) -> None:
+        assert self.stores is not None
+        for pool in await self.stores.plans.pools():
+            request = BuildRequest(pool=pool, actor="planner", note="periodic build")
+            try:
+                built = await build_live_plan(
+                    self.stores,
+                    request,
+                    defaults=self.defaults,
+                    liveness=self.liveness,
+                    metrics=self.metrics,
+                    trigger="interval",
+                    now_ms=_now_ms(),
+                )
+            except PreconditionError as exc:
+                log.debug("periodic plan skipped", pool=pool, reason=str(exc))
+                continue
+            log.info("periodic plan stored", pool=pool, version=built.metadata.version)
+
+    async def stop(self) -> None:
+        """Graceful stop (see the module docstring); safe to call twice."""
+        self._stopping = True
+        await _cancel_all(self._tasks)
+        self._tasks.clear()
+        if self.leader is not None:
+            await self.leader.release()
+        if self._agents is not None:
+            self._agents.close()
+        if self.grpc is not None:
+            await self.grpc.stop(self.config.grace_s)
+            self.grpc = None
+        if self.metrics_endpoint is not None:
+            self.metrics_endpoint.close()
+            self.metrics_endpoint = None
+        if self.stores is not None:
+            await self.stores.close()
+            self.stores = None
+        if self.embedded is not None:
+            await asyncio.to_thread(self.embedded.stop)
+            self.embedded = None
+        log.info("control plane stopped", instance=self.instance_id)
