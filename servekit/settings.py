@@ -93,9 +93,13 @@ def _convert(action: argparse.Action, value: Any, source: str) -> Any:
             return False
         raise SettingsError(f"{source}: expected a boolean, got {value!r}")
     convert: Callable[[Any], Any] | None = action.type  # type: ignore[assignment]
-    if convert is None or not isinstance(value, str | int | float):
-        return value
-    try:
-        return convert(value)
-    except (TypeError, ValueError) as exc:
-        raise SettingsError(f"{source}: {exc}") from exc
+    converted = value
+    if convert is not None and isinstance(value, str | int | float):
+        try:
+            converted = convert(value)
+        except (TypeError, ValueError, argparse.ArgumentTypeError) as exc:
+            raise SettingsError(f"{source}: {exc}") from exc
+    if action.choices is not None and converted not in action.choices:
+        choices = ", ".join(map(str, action.choices))
+        raise SettingsError(f"{source}: {value!r} is not one of {choices}")
+    return converted
