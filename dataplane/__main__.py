@@ -1,0 +1,205 @@
+"""``python -m dataplane``: run one stateless router until SIGTERM/SIGINT.
+
+Options come from flags, ``CACHEROUTE_*`` environment variables or ``--config FILE.yaml``
+(``servekit.settings``); ``--help`` lists them all with their variables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import structlog
+
+from dataplane.policies import POLICIES
+from dataplane.server import RouterConfig, RouterServer, default_router_id
+from servekit.grpc_server import run_until_signal
+from servekit.logging import LEVELS, configure_logging
+from servekit.settings import SettingsError, add_config_flag, document_env, parse_settings
+from servekit.tls import TlsConfig
+
+DEFAULTS = RouterConfig(router_id="")
+# The serving thread waits at most this long for the GIL when a worker thread (a table decode, a
+# metrics scrape) runs Python code; CPython's default of 5 ms would show in Route's p99.
+GIL_SWITCH_INTERVAL_S = 0.0005
+
+
+def build_parser() -> argparse.ArgumentParser:
+    d = DEFAULTS
+    parser = argparse.ArgumentParser(
+        prog="python -m dataplane",
+        description="CacheRoute router: answers Route/RouteBatch from the active routing table.",
+    )
+    add_config_flag(parser)
+    add = parser.add_argument
+    add("--listen", default=d.listen, help="gRPC listen address HOST:PORT (port 0: any)")
+    add("--redis-url", default=d.redis_url, help="Redis holding plans, pointers and loads")
+    add("--router-id", default=None, help="id in ACKs and reports (default: hostname-pid)")
+    add("--policy", default=d.policy, choices=sorted(POLICIES), help="routing policy")
+    add("--seed", type=int, default=d.seed, help="seed of the policies' random choices")
+    add(
+        "--table-interval",
+        type=float,
+        default=d.table_interval_s,
+        help="seconds between re-reads of the active pointers (hints also trigger one)",
+    )
+    add(
+        "--ack-interval",
+        type=float,
+        default=d.ack_interval_s,
+        help="seconds between ACK/NACK heartbeats",
+    )
+    add(
+        "--load-interval",
+        type=float,
+        default=d.load_interval_s,
+        help="seconds between re-reads of the load snapshots (hints also push them)",
+    )
+    add(
+        "--report-interval",
+        type=float,
+        default=d.report_interval_s,
+        help="seconds per traffic report (heavy hitters + total)",
+    )
+    add(
+        "--top-keys",
+        type=int,
+        default=d.top_keys,
+        help="keys tracked per pool by the Space-Saving counter",
+    )
+    add(
+        "--sample-rate",
+        type=float,
+        default=d.sample_rate,
+        help="probability that a request is written to the sampled trace",
+    )
+    add(
+        "--sample-interval",
+        type=float,
+        default=d.sample_interval_s,
+        help="seconds between writes of the sampled trace",
+    )
+    add(
+        "--sample-buffer",
+        type=int,
+        default=d.sample_buffer,
+        help="samples held between writes; more are dropped and counted",
+    )
+    add(
+        "--correction-horizon",
+        type=float,
+        default=d.correction_horizon_s,
+        help="seconds a decision counts as in-flight load without a newer snapshot",
+    )
+    add(
+        "--startup-timeout",
+        type=float,
+        default=d.startup_timeout_s,
+        help="seconds the first sync with Redis may take before serving anyway",
+    )
+    add(
+        "--grace",
+        type=float,
+        default=d.grace_s,
+        help="seconds in-flight RPCs get to finish on SIGTERM",
+    )
+    add(
+        "--decode-nice",
+        type=int,
+        default=d.decode_nice,
+        help="OS nice increment of the table-decode thread (0: same priority as serving)",
+    )
+    add(
+        "--metrics-listen",
+        default=d.metrics_listen,
+        help="Prometheus /metrics HOST:PORT (port 0: any, logged); 'off' disables it",
+    )
+    add("--tls-cert", type=Path, default=None, help="server certificate (PEM); enables TLS")
+    add("--tls-key", type=Path, default=None, help="server private key (PEM)")
+    add(
+        "--tls-client-ca",
+        type=Path,
+        default=None,
+        help="CA bundle for client certificates; set to require mTLS",
+    )
+    add("--log-format", choices=("json", "console"), default="json", help="log line format")
+    add("--log-level", choices=LEVELS, default="info", help="lowest level logged")
+    document_env(parser)
+    return parser  # fmt: skip
+
+
+def config_from(args: argparse.Namespace) -> RouterConfig:
+    """A RouterConfig from parsed options (raises SettingsError on inconsistent TLS options)."""
+    if (args.tls_cert is None) != (args.tls_key is None):
+        raise SettingsError("--tls-cert and --tls-key go together")
+    if args.tls_client_ca is not None and args.tls_cert is None:
+        raise SettingsError("--tls-client-ca needs --tls-cert and --tls-key")
+    if not 0.0 <= args.sample_rate <= 1.0:
+        raise SettingsError(f"--sample-rate must be in [0, 1], got {args.sample_rate}")
+    for name in ("table_interval", "ack_interval", "load_interval", "report_interval",
+                 "sample_interval", "startup_timeout"):  # fmt: skip
+        if getattr(args, name) <= 0:
+            raise SettingsError(f"--{name.replace('_', '-')} must be > 0")
+    if args.top_keys < 1 or args.sample_buffer < 0:
+        raise SettingsError("--top-keys must be >= 1 and --sample-buffer >= 0")
+    tls = (
+        TlsConfig(args.tls_cert, args.tls_key, args.tls_client_ca)
+        if args.tls_cert is not None
+        else None
+    )
+    return RouterConfig(
+        listen=args.listen,
+        redis_url=args.redis_url,
+        router_id=args.router_id or default_router_id(),
+        policy=args.policy,
+        seed=args.seed,
+        table_interval_s=args.table_interval,
+        ack_interval_s=args.ack_interval,
+        load_interval_s=args.load_interval,
+        report_interval_s=args.report_interval,
+        sample_interval_s=args.sample_interval,
+        sample_rate=args.sample_rate,
+        sample_buffer=args.sample_buffer,
+        top_keys=args.top_keys,
+        correction_horizon_s=args.correction_horizon,
+        startup_timeout_s=args.startup_timeout,
+        grace_s=args.grace,
+        decode_nice=args.decode_nice,
+        metrics_listen=None if args.metrics_listen in ("off", "") else args.metrics_listen,
+        tls=tls,
+    )
+
+
+async def serve(config: RouterConfig) -> None:
+    server = RouterServer(config)
+    await server.start()
+    # Everything allocated so far (modules, gRPC, the first tables) lives as long as the process:
+    # keep it out of the cyclic GC's full collections, which would otherwise scan it again every
+    # few seconds of traffic and pause the serving thread for milliseconds.
+    gc.freeze()
+    await run_until_signal(server.stop)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parse_settings(parser, argv)
+        config = config_from(args)
+    except SettingsError as exc:
+        parser.error(str(exc))
+    configure_logging("dataplane", json=args.log_format == "json", level=args.log_level)
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
+    try:
+        asyncio.run(serve(config))
+    except (OSError, ValueError) as exc:
+        structlog.get_logger("dataplane").error("router failed to start", error=str(exc))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

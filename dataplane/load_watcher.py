@@ -1,0 +1,90 @@
+"""Applies the control plane's load snapshots: pushed by hints, re-read on resync and a timer.
+
+A "load" hint carries the serialized ``LoadSnapshot`` itself, so the common case costs no round
+trip. Hints can be missed (Redis away, a reconnect), so every ``interval_s`` and on every resync
+the watcher also reads ``store.cluster.get_load(pool)`` for each pool. Either way the router keeps
+only snapshots newer than the one applied (ordered by ``(observed_at_unix_ms, seq)``), so a late
+or repeated snapshot never undoes newer information.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import structlog
+from google.protobuf.message import DecodeError
+
+from cacheroute.v1 import cluster_pb2
+from controlplane.store.base import ClusterStore, StoreUnavailableError
+from dataplane.metrics import RouterMetrics
+from dataplane.router import Router
+
+log = structlog.get_logger("dataplane.load_watcher")
+
+
+class LoadWatcher:
+    """The load loop of one router (module docstring)."""
+
+    def __init__(
+        self,
+        router: Router,
+        cluster: ClusterStore,
+        metrics: RouterMetrics,
+        *,
+        interval_s: float = 1.0,
+    ) -> None:
+        self._router = router
+        self._cluster = cluster
+        self._metrics = metrics
+        self.interval_s = interval_s
+        self._wake = asyncio.Event()
+
+    def apply_payload(self, pool: str, payload: bytes) -> None:
+        """Apply the snapshot a "load" hint carried."""
+        try:
+            snapshot = cluster_pb2.LoadSnapshot.FromString(payload)
+        except DecodeError as exc:
+            self._metrics.load_update(pool, "rejected")
+            log.warning("load hint is not a LoadSnapshot", pool=pool, error=str(exc))
+            return
+        if snapshot.pool and snapshot.pool != pool:
+            self._metrics.load_update(pool, "rejected")
+            log.warning("load hint for another pool", channel_pool=pool, pool=snapshot.pool)
+            return
+        snapshot.pool = pool
+        self.apply(snapshot)
+
+    def apply(self, snapshot: cluster_pb2.LoadSnapshot) -> None:
+        pool = snapshot.pool
+        try:
+            applied = self._router.apply_load(snapshot)
+        except ValueError as exc:  # duplicate node ids, a malformed pool name
+            self._metrics.load_update(pool, "rejected")
+            log.warning("load snapshot rejected", pool=pool, error=str(exc))
+            return
+        self._metrics.load_update(pool, "applied" if applied else "stale")
+
+    def request(self) -> None:
+        """Re-read every pool's snapshot soon (on a resync)."""
+        self._wake.set()
+
+    async def sync(self) -> None:
+        """Read and apply the stored snapshot of every known pool."""
+        for pool in sorted(self._router.pools):
+            snapshot = await self._cluster.get_load(pool)
+            if snapshot is not None:
+                snapshot.pool = snapshot.pool or pool
+                if snapshot.pool == pool:
+                    self.apply(snapshot)
+
+    async def run(self) -> None:
+        while True:
+            # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancel that races a
+            # wake-up, and the loop would then outlive stop().
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.interval_s):
+                    await self._wake.wait()
+            self._wake.clear()
+            with contextlib.suppress(StoreUnavailableError):
+                await self.sync()

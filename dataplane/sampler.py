@@ -1,0 +1,138 @@
+"""A Bernoulli sample of routed requests, batched into the pool's capped trace stream.
+
+Each decision is sampled independently with probability ``rate``. Instead of drawing a random
+number per request, the sampler draws the gap to the next sampled request from the geometric
+distribution (the same process), so the hot path is one decrement. A sampled request is built into
+a ``SampledRequest`` (with its prefix blocks, for shadow replay of the history policies) and kept
+in a buffer of at most ``capacity``; the :class:`SampleReporter` writes the buffer to Redis once a
+``interval_s``. When the buffer is full or Redis is away, samples are dropped and counted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import structlog
+
+from cacheroute.v1 import cluster_pb2
+from controlplane.store.base import StoreUnavailableError, TelemetryStore
+from dataplane.requests import RouteInput
+
+if TYPE_CHECKING:
+    from dataplane.router import Outcome
+
+log = structlog.get_logger("dataplane.sampler")
+
+
+class Sampler:
+    """Bernoulli(rate) sampling with geometric gaps, into a bounded buffer."""
+
+    __slots__ = (
+        "_buffer",
+        "_log_keep",
+        "_on_dropped",
+        "_rng",
+        "_skip",
+        "capacity",
+        "rate",
+        "router_id",
+    )
+
+    def __init__(
+        self,
+        rate: float,
+        *,
+        router_id: str,
+        capacity: int = 10_000,
+        seed: int | None = None,
+        on_dropped: Callable[[int], None] = lambda n: None,
+    ) -> None:
+        if not 0.0 <= rate <= 1.0:
+            raise ValueError(f"sample rate must be in [0, 1], got {rate}")
+        self.rate = rate
+        self.router_id = router_id
+        self.capacity = capacity
+        self._rng = random.Random(seed)
+        self._log_keep = math.log1p(-rate) if 0.0 < rate < 1.0 else 0.0
+        self._buffer: list[cluster_pb2.SampledRequest] = []
+        self._on_dropped = on_dropped
+        self._skip = self._gap()
+
+    def _gap(self) -> int:
+        """Requests to let pass before the next sample (geometric, mean (1 - rate) / rate)."""
+        if self.rate >= 1.0:
+            return 0
+        if self.rate <= 0.0:
+            return 1 << 62
+        return int(math.log(1.0 - self._rng.random()) / self._log_keep)
+
+    def hit(self) -> bool:
+        """True when this request is sampled (the hot path: one decrement and a compare)."""
+        self._skip -= 1
+        return self._skip < 0
+
+    def add(self, inp: RouteInput, outcome: Outcome, now: float) -> None:
+        self._skip = self._gap()
+        if len(self._buffer) >= self.capacity:
+            self._on_dropped(1)
+            return
+        self._buffer.append(
+            cluster_pb2.SampledRequest(
+                pool=inp.pool,
+                at_unix_ms=int(now * 1000),
+                key_hash=inp.key_hash,
+                key=inp.key,
+                prefix_blocks=inp.blocks(),
+                node_id=outcome.node_id,
+                reason=outcome.reason.value,
+                request_id=inp.request_id,
+                router_id=self.router_id,
+            )
+        )
+
+    def drain(self) -> list[cluster_pb2.SampledRequest]:
+        taken, self._buffer = self._buffer, []
+        return taken
+
+    def __len__(self) -> int:
+        return len(self._buffer)
+
+
+class SampleReporter:
+    """Writes the sampler's buffer to the trace streams every ``interval_s`` (one pipeline)."""
+
+    def __init__(
+        self,
+        telemetry: TelemetryStore,
+        sampler: Sampler,
+        *,
+        interval_s: float = 1.0,
+        on_dropped: Callable[[int], None],
+    ) -> None:
+        self._telemetry = telemetry
+        self._sampler = sampler
+        self.interval_s = interval_s
+        self._on_dropped = on_dropped
+        self.sent = 0
+
+    async def flush(self, timeout_s: float | None = None) -> None:
+        batch = self._sampler.drain()
+        if not batch:
+            return
+        try:
+            async with asyncio.timeout(timeout_s or self.interval_s):
+                await self._telemetry.add_samples(batch)
+        except (StoreUnavailableError, TimeoutError) as exc:
+            self._on_dropped(len(batch))
+            log.debug("samples dropped", reason=str(exc), samples=len(batch))
+            return
+        self.sent += len(batch)
+
+    async def run(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval_s)
+            await self.flush()

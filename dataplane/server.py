@@ -1,0 +1,230 @@
+"""One router process: the gRPC server, the Redis loops, the reporters, start and stop.
+
+Start: connect, do one full sync (pools, each pool's pointer → table, each pool's load snapshot)
+bounded by ``startup_timeout_s``, then serve, so a router started after a rollout answers from the
+active table from its first request. If Redis is away the router serves what it has (nothing:
+UNAVAILABLE) and the loops keep trying.
+
+Loops (all on the server's event loop; none of them is on a decision's path):
+
+* hints: subscribe to every pool's hints; "table" → the table watcher, "load" → the load watcher,
+  "pools"/"resync" → everything. Lost subscription: reconnect with backoff (0.1 s doubling to 5 s),
+  and the new subscription's "resync" re-reads everything.
+* table watcher (every ``table_interval_s``, default 2 s, and on hints), ACK heartbeat
+  (``ack_interval_s``, 5 s); see :mod:`dataplane.table_watcher`.
+* load watcher (every ``load_interval_s``, 1 s, besides the pushed snapshots).
+* traffic reports (``report_interval_s``, 5 s) and trace samples (``sample_interval_s``, 1 s).
+
+Stop: health NOT_SERVING, ``server.stop(grace)``, cancel the loops, a last flush of reports and
+samples (bounded by a short timeout), close Redis and the metrics endpoint.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+import structlog
+
+from cacheroute.v1 import routing_pb2
+from controlplane.store import Stores, open_stores
+from controlplane.store.base import StoreUnavailableError
+from dataplane.load_watcher import LoadWatcher
+from dataplane.metrics import RouterMetrics
+from dataplane.router import Router
+from dataplane.sampler import Sampler, SampleReporter
+from dataplane.servicer import RouterServicer, add_to_server
+from dataplane.table_fetch import ChunkedTableFetcher
+from dataplane.table_watcher import TableWatcher
+from dataplane.traffic import TrafficReporter
+from servekit.grpc_server import GrpcServer
+from servekit.metrics import MetricsEndpoint
+from servekit.tls import TlsConfig
+
+log = structlog.get_logger("dataplane.server")
+SERVICE_NAME = routing_pb2.DESCRIPTOR.services_by_name["RouterService"].full_name
+BACKOFF_MIN_S = 0.1
+BACKOFF_MAX_S = 5.0
+
+
+async def _supervised(name: str, loop: Callable[[], Awaitable[None]]) -> None:
+    """Run ``loop`` forever: a bug that escapes it is logged and the loop restarts a second later,
+    so one bad hint or report cannot silently stop a router from converging."""
+    while True:
+        try:
+            await loop()
+        except Exception:
+            log.exception("loop failed; restarting it", loop=name)
+            await asyncio.sleep(1.0)
+
+
+def default_router_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+@dataclass(frozen=True)
+class RouterConfig:
+    """Every option of a router process (``python -m dataplane --help`` documents them)."""
+
+    listen: str = "127.0.0.1:50061"
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    router_id: str = field(default_factory=default_router_id)
+    policy: str = "cacheroute"
+    seed: int = 0
+    table_interval_s: float = 2.0
+    ack_interval_s: float = 5.0
+    load_interval_s: float = 1.0
+    report_interval_s: float = 5.0
+    sample_interval_s: float = 1.0
+    sample_rate: float = 0.01
+    sample_buffer: int = 10_000
+    top_keys: int = 4096
+    correction_horizon_s: float = 5.0
+    startup_timeout_s: float = 3.0
+    grace_s: float = 5.0
+    decode_nice: int = 10
+    metrics_listen: str | None = "127.0.0.1:0"
+    tls: TlsConfig | None = None
+
+
+class RouterServer:
+    """Wires a :class:`~dataplane.router.Router` to gRPC, Redis and Prometheus."""
+
+    def __init__(self, config: RouterConfig) -> None:
+        self.config = config
+        self.metrics = RouterMetrics(config.policy)
+        self.sampler = Sampler(
+            config.sample_rate,
+            router_id=config.router_id,
+            capacity=config.sample_buffer,
+            seed=config.seed,
+            on_dropped=lambda n: self.metrics.dropped("samples", n),
+        )
+        self.router = Router(
+            policy=config.policy,
+            seed=config.seed,
+            correction_horizon_s=config.correction_horizon_s,
+            top_keys=config.top_keys,
+            sampler=self.sampler,
+            pool_metrics=self.metrics.for_pool,
+        )
+        self.metrics.watch(self.router)
+        self.stores: Stores = open_stores(config.redis_url)
+        self.grpc = GrpcServer(config.listen, service_names=[SERVICE_NAME], tls=config.tls)
+        add_to_server(RouterServicer(self.router, self.metrics, config.policy), self.grpc.server)
+        self.address = self.grpc.address
+        self.tables = TableWatcher(
+            self.router,
+            self.stores.plans,
+            self.stores.cluster,
+            self.metrics,
+            router_id=config.router_id,
+            listen_address=self.address,
+            interval_s=config.table_interval_s,
+            ack_interval_s=config.ack_interval_s,
+            fetch=ChunkedTableFetcher(self.stores.client),
+            decode_nice=config.decode_nice,
+        )
+        self.loads = LoadWatcher(
+            self.router, self.stores.cluster, self.metrics, interval_s=config.load_interval_s
+        )
+        self.traffic = TrafficReporter(
+            self.stores.telemetry,
+            lambda: [(name, state.traffic) for name, state in self.router.pools.items()],
+            router_id=config.router_id,
+            interval_s=config.report_interval_s,
+            on_dropped=lambda n: self.metrics.dropped("traffic", n),
+        )
+        self.samples = SampleReporter(
+            self.stores.telemetry,
+            self.sampler,
+            interval_s=config.sample_interval_s,
+            on_dropped=lambda n: self.metrics.dropped("samples", n),
+        )
+        self.metrics_endpoint: MetricsEndpoint | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self.hints_connected = asyncio.Event()
+
+    @property
+    def port(self) -> int:
+        return self.grpc.port
+
+    async def start(self) -> None:
+        await self.initial_sync()
+        if self.config.metrics_listen is not None:
+            host, _, port = self.config.metrics_listen.rpartition(":")
+            self.metrics_endpoint = MetricsEndpoint(self.metrics.registry, host, int(port))
+        await self.grpc.start()
+        loops: dict[str, Callable[[], Awaitable[None]]] = {
+            "hints": self._hint_loop,
+            "tables": self.tables.run,
+            "loads": self.loads.run,
+            "traffic": self.traffic.run,
+            "samples": self.samples.run,
+        }
+        for name, loop in loops.items():
+            self._tasks.append(asyncio.create_task(_supervised(name, loop), name=name))
+        log.info(
+            "router serving",
+            address=self.address,
+            router_id=self.config.router_id,
+            policy=self.config.policy,
+            metrics_port=self.metrics_endpoint.port if self.metrics_endpoint else None,
+            pools=sorted(self.router.pools),
+        )
+
+    async def initial_sync(self) -> None:
+        """Pools, tables and loads once, before serving; bounded so a dead Redis cannot block."""
+        try:
+            async with asyncio.timeout(self.config.startup_timeout_s):
+                await self.tables.sync(None)
+                await self.loads.sync()
+                await self.tables.send_acks()
+        except (TimeoutError, StoreUnavailableError) as exc:
+            log.warning("starting without a full sync", error=repr(exc))
+
+    async def stop(self) -> None:
+        await self.grpc.stop(self.config.grace_s)
+        for task in self._tasks:
+            task.cancel()
+        done, pending = await asyncio.wait(self._tasks, timeout=self.config.grace_s + 1.0)
+        for task in pending:  # never expected; a loop that ignored its cancel must not hang stop
+            log.error("loop did not stop", task=repr(task))
+        for task in done:
+            if not task.cancelled() and task.exception() is not None:
+                log.error("loop failed", task=repr(task), error=repr(task.exception()))
+        self._tasks.clear()
+        for flush in (self.traffic.flush, self.samples.flush):  # last reports, bounded
+            with contextlib.suppress(Exception):
+                await flush(timeout_s=1.0)
+        self.tables.close()
+        await self.stores.close()
+        if self.metrics_endpoint is not None:
+            self.metrics_endpoint.close()
+        log.info("router stopped", router_id=self.config.router_id)
+
+    async def _hint_loop(self) -> None:
+        backoff = BACKOFF_MIN_S
+        while True:
+            try:
+                async for hint in self.stores.hints.subscribe(None):
+                    if hint.kind == "resync":
+                        backoff = BACKOFF_MIN_S
+                        self.hints_connected.set()
+                        self.tables.request(None)
+                        self.loads.request()
+                    elif hint.kind == "table":
+                        self.tables.request(hint.pool)
+                    elif hint.kind == "load":
+                        self.loads.apply_payload(hint.pool, hint.payload)
+                    elif hint.kind == "pools":
+                        self.tables.request(None)
+            except StoreUnavailableError as exc:
+                self.hints_connected.clear()
+                log.debug("hint subscription lost", error=str(exc), retry_s=backoff)
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, BACKOFF_MAX_S)

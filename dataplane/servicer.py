@@ -1,0 +1,99 @@
+"""RouterService over gRPC: validate, call the router, map domain errors to status codes.
+
+| domain error | status |
+|---|---|
+| ``InvalidRequestError`` (pool syntax, key, no key and no prompt, batch size) | INVALID_ARGUMENT |
+| ``UnknownPoolError`` | NOT_FOUND |
+| ``NoDestinationError`` (no destinations yet, none healthy and undrained) | UNAVAILABLE |
+
+A batch is validated and its pools checked as a whole before anything is routed, so a failing
+batch leaves no in-flight correction behind; the message names the first bad index.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, NoReturn
+
+import grpc
+
+from cacheroute.v1 import routing_pb2
+from dataplane.metrics import RouterMetrics
+from dataplane.requests import InvalidRequestError, parse_batch, parse_request
+from dataplane.router import NoDestinationError, RouteError, Router, UnknownPoolError
+from dataplane.wire import DecisionEncoder, batch_response, passthrough
+
+MAX_BATCH = 1000
+SERVICE = "cacheroute.v1.RouterService"
+_Context = grpc.aio.ServicerContext[Any, Any]
+
+
+def _status(exc: Exception) -> grpc.StatusCode:
+    if isinstance(exc, InvalidRequestError):
+        return grpc.StatusCode.INVALID_ARGUMENT
+    if isinstance(exc, UnknownPoolError):
+        return grpc.StatusCode.NOT_FOUND
+    if isinstance(exc, NoDestinationError):
+        return grpc.StatusCode.UNAVAILABLE
+    return grpc.StatusCode.INTERNAL
+
+
+class RouterServicer:
+    """The thin adapter between gRPC and :class:`~dataplane.router.Router`.
+
+    Handlers return wire bytes (:mod:`dataplane.wire`); :func:`add_to_server` registers them with
+    the generated request parsers and a pass-through response serializer, so clients see the plain
+    ``RouterService`` of routing.proto.
+    """
+
+    def __init__(self, router: Router, metrics: RouterMetrics, policy: str) -> None:
+        self._router = router
+        self._metrics = metrics
+        self._encoder = DecisionEncoder(policy)
+
+    async def Route(  # noqa: N802 - the gRPC method name
+        self, request: routing_pb2.RouteRequest, context: _Context
+    ) -> bytes:
+        try:
+            inp = parse_request(request)
+            outcome = self._router.route(inp, time.time())
+        except (InvalidRequestError, RouteError) as exc:
+            await self._abort(context, exc)
+        return self._encoder.encode(*outcome, inp.key_hash, inp.key, inp.request_id)
+
+    async def RouteBatch(  # noqa: N802 - the gRPC method name
+        self, request: routing_pb2.RouteBatchRequest, context: _Context
+    ) -> bytes:
+        try:
+            inputs = parse_batch(request.requests, MAX_BATCH)
+            outcomes = self._router.route_batch(inputs, time.time())
+        except (InvalidRequestError, RouteError) as exc:
+            await self._abort(context, exc)
+        encode = self._encoder.encode
+        return batch_response(
+            encode(*outcome, inp.key_hash, inp.key, inp.request_id)
+            for inp, outcome in zip(inputs, outcomes, strict=True)
+        )
+
+    async def _abort(self, context: _Context, exc: Exception) -> NoReturn:
+        code = _status(exc)
+        self._metrics.route_error(code.name)
+        await context.abort(code, str(exc))
+
+
+def add_to_server(servicer: RouterServicer, server: grpc.aio.Server) -> None:
+    """Register ``RouterService`` (the generated registration, with byte responses)."""
+    handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
+        "Route": grpc.unary_unary_rpc_method_handler(
+            servicer.Route,
+            request_deserializer=routing_pb2.RouteRequest.FromString,
+            response_serializer=passthrough,
+        ),
+        "RouteBatch": grpc.unary_unary_rpc_method_handler(
+            servicer.RouteBatch,
+            request_deserializer=routing_pb2.RouteBatchRequest.FromString,
+            response_serializer=passthrough,
+        ),
+    }
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
+    server.add_registered_method_handlers(SERVICE, handlers)

@@ -1,0 +1,255 @@
+"""Keeps each pool's table at the active pointer, level-triggered, and says so (ACK/NACK).
+
+The loop, as an xDS client does it:
+
+1. Wake on a "table" hint for a pool, on a "resync" (all pools), or every ``interval_s``
+   (all pools; this tick also re-reads the store's pool set).
+2. Per pool, read the active pointer. Nothing to do when it names what the pool serves, or the
+   generation this router already rejected.
+3. Otherwise fetch the table bytes (in slices, :mod:`dataplane.table_fetch`), then decode,
+   validate and verify the content hash on a dedicated worker thread at a lower OS priority
+   (:mod:`dataplane.table_decode` keeps the GIL free for the big arrays), check the pool and the
+   version against the pointer, bind the table to the pool's membership and swap one reference
+   (:meth:`dataplane.router.Router.install_table`); the replaced table is freed on that thread.
+4. Write a ``RouterAck``: accepted, or a NACK with the ``TableError`` text while the last good
+   table keeps serving. A rejected (generation, version) is remembered, so it is not fetched again
+   every tick; the next pointer move is tried afresh.
+
+Every ``ack_interval_s`` the last ACK/NACK of each pool is written again with a fresh timestamp
+(a heartbeat: ``cachectl status`` tells live routers from gone ones); a failed write is retried
+then. A pointer whose generation went *down* (Redis lost its data and a plan was rolled out
+again) is applied too: the store is the truth, and a router stuck on a generation the store no
+longer has could never converge.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+import structlog
+
+from cacheroute.v1 import cluster_pb2
+from controlplane.store.base import ClusterStore, PlanStore, StoreUnavailableError
+from controlplane.store.schema import POOL_PATTERN
+from dataplane.metrics import RouterMetrics
+from dataplane.router import Router
+from dataplane.table import RoutingTable, TableError
+from dataplane.table_decode import Buffer, decode_table_buffer
+
+log = structlog.get_logger("dataplane.table_watcher")
+T = TypeVar("T")
+Fetch = Callable[[str, str], Awaitable[Buffer | None]]
+
+
+def decode_owned(box: list[Buffer], pool: str, version: str) -> RoutingTable:
+    """:func:`decode_for` on the buffer in ``box``, which it empties: the fetched bytes are then
+    freed on the worker thread, not on the serving thread."""
+    return decode_for(box.pop(), pool, version)
+
+
+def decode_for(data: Buffer, pool: str, version: str) -> RoutingTable:
+    """Decode and validate ``data`` as the table the pointer names (run in a worker thread)."""
+    table = decode_table_buffer(data)
+    if table.pool != pool:
+        raise TableError(f"table is for pool {table.pool!r}, not {pool!r}")
+    if table.version != version:
+        raise TableError(f"stored bytes hold version {table.version}, the pointer names {version}")
+    return table
+
+
+def _lower_priority(nice: int) -> None:
+    """Run the decode thread at a lower OS priority (Linux: per-thread nice), so that on a busy
+    machine the serving thread gets the CPU first and a swap only uses what is left."""
+    if nice > 0:
+        with contextlib.suppress(OSError, AttributeError):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
+
+
+class TableWatcher:
+    """The table loop of one router (module docstring)."""
+
+    def __init__(
+        self,
+        router: Router,
+        plans: PlanStore,
+        cluster: ClusterStore,
+        metrics: RouterMetrics,
+        *,
+        router_id: str,
+        listen_address: str,
+        interval_s: float = 2.0,
+        ack_interval_s: float = 5.0,
+        fetch: Fetch | None = None,
+        decode_nice: int = 0,
+    ) -> None:
+        self._router = router
+        self._fetch: Fetch = fetch or plans.get_table_bytes
+        self._plans = plans
+        self._cluster = cluster
+        self._metrics = metrics
+        self.router_id = router_id
+        self.listen_address = listen_address
+        self.interval_s = interval_s
+        self.ack_interval_s = ack_interval_s
+        self._dirty: set[str] = set()
+        self._everything = True
+        self._wake = asyncio.Event()
+        self._rejected: dict[str, tuple[int, str]] = {}
+        self.acks: dict[str, cluster_pb2.RouterAck] = {}
+        self._unsent: set[str] = set()
+        self._store_down = False
+        self._decoder = ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="table-decode", initializer=_lower_priority,
+            initargs=(decode_nice,),
+        )  # fmt: skip
+
+    # -- triggers -------------------------------------------------------------------------------
+
+    def request(self, pool: str | None = None) -> None:
+        """Re-read ``pool``'s pointer soon (None: every pool, the pool set, and re-send ACKs)."""
+        if pool is None:
+            self._everything = True
+            self._unsent.update(self.acks)
+        elif POOL_PATTERN.match(pool):
+            self._dirty.add(pool)
+        else:
+            log.warning("table hint for a malformed pool name ignored", pool=pool)
+            return
+        self._wake.set()
+
+    async def run(self) -> None:
+        last_heartbeat = time.monotonic()
+        while True:
+            # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancel that races a
+            # wake-up, and the loop would then outlive stop().
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.interval_s):
+                    await self._wake.wait()
+            self._wake.clear()
+            everything = self._everything or not self._dirty
+            pools = None if everything else sorted(self._dirty)
+            self._everything = False
+            self._dirty.clear()
+            await self.sync(pools)
+            if time.monotonic() - last_heartbeat >= self.ack_interval_s:
+                last_heartbeat = time.monotonic()
+                self._unsent.update(self.acks)
+            await self.send_acks()
+
+    # -- one pass -------------------------------------------------------------------------------
+
+    async def sync(self, pools: list[str] | None = None) -> None:
+        """Bring ``pools`` (None: the store's pool set and every known pool) to their pointers.
+
+        When the store is unavailable the pass stops; every pool it did not reach counts one
+        "error" update, and the next trigger tries again.
+        """
+        remaining = list(pools) if pools is not None else sorted(self._router.pools)
+        try:
+            if pools is None:
+                for name in await self._plans.pools():
+                    if POOL_PATTERN.match(name):  # the store validates; a bad name is skipped
+                        self._router.add_pool(name)
+                remaining = sorted(self._router.pools)
+            while remaining:
+                await self.sync_pool(remaining[0])
+                remaining.pop(0)
+        except StoreUnavailableError as exc:
+            for pool in remaining:
+                self._metrics.table_update(pool, "error")
+            if not self._store_down:
+                log.warning("store unavailable; serving the tables held", error=str(exc))
+            self._store_down = True
+            return
+        if self._store_down:
+            log.info("store reachable again")
+        self._store_down = False
+
+    async def sync_pool(self, pool: str) -> None:
+        pointer = await self._plans.get_active(pool)
+        if pointer is None:
+            return
+        state = self._router.add_pool(pool)
+        wanted = (pointer.generation, pointer.version)
+        if wanted == (state.table_generation, state.table_version):
+            if pool not in self.acks:  # serving it already (e.g. applied before a restart)
+                self._ack(pointer, accepted=True, reason="")
+            return
+        if wanted == self._rejected.get(pool):
+            return
+        if pointer.generation < state.table_generation:
+            log.warning(
+                "active pointer went backwards; following the store",
+                pool=pool,
+                serving=state.table_generation,
+                pointer=pointer.generation,
+            )
+        data = await self._fetch(pool, pointer.version)
+        if data is None:
+            self._metrics.table_update(pool, "error")
+            self._ack(pointer, accepted=False, reason=f"plan {pointer.version} has no table bytes")
+            return
+        started = time.perf_counter()
+        try:
+            box, data = [data], None
+            table = await self._off_loop(decode_owned, box, pool, pointer.version)
+        except TableError as exc:
+            self._rejected[pool] = wanted
+            self._metrics.table_update(pool, "rejected")
+            log.warning(
+                "table rejected", pool=pool, version=pointer.version,
+                generation=pointer.generation, reason=str(exc),
+            )  # fmt: skip
+            self._ack(pointer, accepted=False, reason=str(exc))
+            return
+        previous = [self._router.install_table(pool, table, pointer.generation)]
+        await self._off_loop(previous.clear)  # free the old arrays off the serving thread
+        self._rejected.pop(pool, None)
+        self._metrics.table_update(pool, "applied")
+        log.info(
+            "table applied", pool=pool, version=table.version, generation=pointer.generation,
+            keys=table.num_keys, decode_ms=round((time.perf_counter() - started) * 1000, 1),
+        )  # fmt: skip
+        self._ack(pointer, accepted=True, reason="")
+
+    async def _off_loop(self, fn: Callable[..., T], *args: object) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._decoder, fn, *args)
+
+    def close(self) -> None:
+        self._decoder.shutdown(wait=False, cancel_futures=True)
+
+    # -- ACK/NACK -------------------------------------------------------------------------------
+
+    def _ack(self, pointer: cluster_pb2.ActivePointer, *, accepted: bool, reason: str) -> None:
+        state = self._router.pools[pointer.pool]
+        self.acks[pointer.pool] = cluster_pb2.RouterAck(
+            router_id=self.router_id,
+            pool=pointer.pool,
+            version=pointer.version,
+            generation=pointer.generation,
+            accepted=accepted,
+            reason=reason,
+            serving_version=state.table_version,
+            serving_generation=state.table_generation,
+            listen_address=self.listen_address,
+        )
+        self._unsent.add(pointer.pool)
+
+    async def send_acks(self) -> None:
+        """Write the ACKs not yet written (or due again), stamped now; failures wait a beat."""
+        for pool in sorted(self._unsent):
+            ack = self.acks[pool]
+            ack.at_unix_ms = int(time.time() * 1000)
+            try:
+                await self._cluster.put_ack(ack)
+            except StoreUnavailableError:
+                self._metrics.ack_errors.inc()
+                return
+            self._unsent.discard(pool)
