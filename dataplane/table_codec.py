@@ -14,6 +14,7 @@ import numpy.typing as npt
 from google.protobuf.message import DecodeError
 
 from cacheroute.v1 import table_pb2
+from dataplane.protowire import Buffer, WireError, split_fields
 from dataplane.table import (
     TABLE_FORMAT,
     KeyLabel,
@@ -26,6 +27,8 @@ from dataplane.table import (
 )
 
 _NATIVE_LITTLE = sys.byteorder == "little"
+# RoutingTable's array fields: number → (name, little-endian dtype).
+_ARRAY_FIELDS = {7: ("key_hashes", "<u8"), 8: ("set_offsets", "<u4"), 9: ("set_members", "<u2")}
 
 
 def params_to_proto(params: PlannerParams) -> table_pb2.PlannerParams:
@@ -103,28 +106,38 @@ def encode_table(table: RoutingTable) -> bytes:
     return table_to_proto(table).SerializeToString()
 
 
-def _array(data: bytes, dtype: str, name: str) -> npt.NDArray[np.generic]:
+def _array(data: Buffer, span: tuple[int, int], dtype: str, name: str) -> npt.NDArray[np.generic]:
+    offset, length = span
     width = np.dtype(dtype).itemsize
-    if len(data) % width:
-        raise TableError(f"{name} is {len(data)} bytes, not a multiple of {width}")
-    array = np.frombuffer(data, dtype=dtype)
+    if length % width:
+        raise TableError(f"{name} is {length} bytes, not a multiple of {width}")
+    array = np.frombuffer(data, dtype=dtype, count=length // width, offset=offset)
     return array if _NATIVE_LITTLE else array.astype(array.dtype.newbyteorder("="))
 
 
-def table_from_proto(msg: table_pb2.RoutingTable, *, verify_hash: bool = True) -> RoutingTable:
-    """Validate a snapshot and wrap it; raises :class:`TableError` naming the broken rule."""
+def _whole(data: bytes) -> tuple[int, int]:
+    return 0, len(data)
+
+
+def _checked_table(
+    msg: table_pb2.RoutingTable,
+    arrays: tuple[npt.NDArray[np.generic], npt.NDArray[np.generic], npt.NDArray[np.generic]],
+    verify_hash: bool,
+) -> RoutingTable:
+    """Every rule a snapshot must meet, for both entry points below."""
     if msg.format != TABLE_FORMAT:
         raise TableError(f"table format {msg.format} is not supported (this router reads 1)")
     if not msg.pool:
         raise TableError("table has no pool")
     if not verify_hash and msg.version != version_of(msg.content_hash):
         raise TableError(f"version {msg.version!r} does not match content hash")
+    key_hashes, set_offsets, set_members = arrays
     table = make_table(
         pool=msg.pool,
         node_ids=list(msg.node_ids),
-        key_hashes=_array(msg.key_hashes, "<u8", "key_hashes"),  # type: ignore[arg-type]
-        set_offsets=_array(msg.set_offsets, "<u4", "set_offsets"),  # type: ignore[arg-type]
-        set_members=_array(msg.set_members, "<u2", "set_members"),  # type: ignore[arg-type]
+        key_hashes=key_hashes,  # type: ignore[arg-type]
+        set_offsets=set_offsets,  # type: ignore[arg-type]
+        set_members=set_members,  # type: ignore[arg-type]
         params=params_from_proto(msg.params),
         created_at_unix_ms=msg.created_at_unix_ms,
         stats=stats_from_proto(msg.stats),
@@ -137,11 +150,32 @@ def table_from_proto(msg: table_pb2.RoutingTable, *, verify_hash: bool = True) -
     return table
 
 
-def decode_table(data: bytes, *, verify_hash: bool = True) -> RoutingTable:
-    """Parse, validate and wrap a serialized ``RoutingTable``."""
-    msg = table_pb2.RoutingTable()
+def table_from_proto(msg: table_pb2.RoutingTable, *, verify_hash: bool = True) -> RoutingTable:
+    """Validate a parsed snapshot and wrap it; raises :class:`TableError` naming the rule."""
+    arrays = tuple(
+        _array(data, _whole(data), dtype, name)
+        for data, (name, dtype) in zip(
+            (msg.key_hashes, msg.set_offsets, msg.set_members), _ARRAY_FIELDS.values(), strict=True
+        )
+    )
+    return _checked_table(msg, arrays, verify_hash)  # type: ignore[arg-type]
+
+
+def decode_table(data: Buffer, *, verify_hash: bool = True) -> RoutingTable:
+    """Parse, validate and wrap a serialized ``RoutingTable``; raises :class:`TableError`.
+
+    The three arrays are wrapped where they lie in ``data`` (see :mod:`dataplane.protowire`), so
+    the bulk of the work (validation, hashing, the copy out of a writable buffer) runs in numpy
+    and hashlib without the GIL, and a router decoding in a worker thread does not stall serving.
+    """
     try:
-        msg.ParseFromString(data)
-    except DecodeError as exc:
+        small, spans = split_fields(data, _ARRAY_FIELDS)
+        msg = table_pb2.RoutingTable()
+        msg.ParseFromString(small)
+    except (WireError, DecodeError) as exc:
         raise TableError(f"not a RoutingTable protobuf: {exc}") from exc
-    return table_from_proto(msg, verify_hash=verify_hash)
+    arrays = tuple(
+        _array(data, spans.get(field, (0, 0)), dtype, name)
+        for field, (name, dtype) in _ARRAY_FIELDS.items()
+    )
+    return _checked_table(msg, arrays, verify_hash)  # type: ignore[arg-type]

@@ -8,7 +8,7 @@ The loop, as an xDS client does it:
    generation this router already rejected.
 3. Otherwise fetch the table bytes (in slices, :mod:`dataplane.table_fetch`), then decode,
    validate and verify the content hash on a dedicated worker thread at a lower OS priority
-   (:mod:`dataplane.table_decode` keeps the GIL free for the big arrays), check the pool and the
+   (`table_codec.decode_table` keeps the GIL free for the big arrays), check the pool and the
    version against the pointer, bind the table to the pool's membership and swap one reference
    (:meth:`dataplane.router.Router.install_table`); the replaced table is freed on that thread.
 4. Write a ``RouterAck``: accepted, or a NACK with the ``TableError`` text while the last good
@@ -39,9 +39,10 @@ from cacheroute.v1 import cluster_pb2
 from controlplane.store.base import ClusterStore, PlanStore, StoreUnavailableError
 from controlplane.store.schema import POOL_PATTERN
 from dataplane.metrics import RouterMetrics
+from dataplane.protowire import Buffer
 from dataplane.router import Router
 from dataplane.table import RoutingTable, TableError
-from dataplane.table_decode import Buffer, decode_table_buffer
+from dataplane.table_codec import decode_table
 
 log = structlog.get_logger("dataplane.table_watcher")
 T = TypeVar("T")
@@ -56,7 +57,7 @@ def decode_owned(box: list[Buffer], pool: str, version: str) -> RoutingTable:
 
 def decode_for(data: Buffer, pool: str, version: str) -> RoutingTable:
     """Decode and validate ``data`` as the table the pointer names (run in a worker thread)."""
-    table = decode_table_buffer(data)
+    table = decode_table(data)
     if table.pool != pool:
         raise TableError(f"table is for pool {table.pool!r}, not {pool!r}")
     if table.version != version:
