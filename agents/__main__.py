@@ -35,7 +35,7 @@ import structlog
 from agents import dialects
 from agents.agent import Agent, AgentConfig
 from agents.metrics import AgentMetrics
-from controlplane.store.schema import InvalidNameError, validate_node_id, validate_pool
+from dataplane.names import InvalidNameError, validate_node_id, validate_pool
 from servekit.grpc_server import wait_for_signal
 from servekit.logging import LEVELS, configure_logging
 from servekit.metrics import MetricsEndpoint

@@ -17,7 +17,7 @@ from controlplane.errors import NodeIdTakenError, StreamSupersededError
 from controlplane.nodes import Liveness, is_down, validate_address, validate_weight
 from controlplane.store import Stores
 from controlplane.store.base import ReportRecord
-from controlplane.store.schema import validate_node_id, validate_pool
+from dataplane.names import validate_node_id, validate_pool
 
 
 class AgentSession:

@@ -30,7 +30,7 @@ from controlplane.planner import PlanInput, build_plan
 from controlplane.plans import metadata_for, store_plan
 from controlplane.rate_tracker import current_rates
 from controlplane.store import Stores
-from controlplane.store.schema import validate_pool
+from dataplane.names import validate_pool
 from dataplane.table import PLACEMENTS, RoutingTable
 from dataplane.table_codec import encode_table
 

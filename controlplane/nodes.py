@@ -24,7 +24,7 @@ from cacheroute.v1 import admin_pb2, cluster_pb2
 from controlplane.errors import NodeIdTakenError, NodeNotFoundError
 from controlplane.store import Stores
 from controlplane.store.base import ReportRecord
-from controlplane.store.schema import validate_node_id, validate_pool
+from dataplane.names import validate_node_id, validate_pool
 
 
 class InvalidAddressError(ValueError):

@@ -17,7 +17,7 @@ from cacheroute.v1 import admin_pb2, cluster_pb2, table_pb2
 from controlplane.errors import PreconditionError
 from controlplane.store import Stores
 from controlplane.store.base import ConflictError, PlanNotFoundError
-from controlplane.store.schema import validate_pool, validate_version
+from dataplane.names import validate_pool, validate_version
 from dataplane.table import RoutingTable
 from dataplane.table_codec import decode_table, params_to_proto, stats_to_proto, table_from_proto
 

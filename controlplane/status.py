@@ -6,7 +6,7 @@ from cacheroute.v1 import admin_pb2
 from controlplane.config import LEADER_LEASE
 from controlplane.nodes import Liveness, list_statuses
 from controlplane.store import Stores
-from controlplane.store.schema import validate_pool
+from dataplane.names import validate_pool
 
 
 async def pool_status(

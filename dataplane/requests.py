@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from cacheroute.v1 import routing_pb2
-from controlplane.store.schema import DEFAULT_POOL, InvalidNameError, validate_pool
 from dataplane.keys import MAX_KEY_BYTES, derive_key, hash_key, prompt_blocks
+from dataplane.names import DEFAULT_POOL, InvalidNameError, validate_pool
 
 MAX_PREFIX_BLOCKS = 1024
 RESERVED_KEY_PREFIX = "~"

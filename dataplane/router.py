@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
 from cacheroute.v1 import cluster_pb2
-from controlplane.store.schema import DEFAULT_POOL, POOL_PATTERN
+from dataplane.names import DEFAULT_POOL, POOL_PATTERN
 from dataplane.policies import Policy, Reason, Request, make_policy
 from dataplane.requests import RouteInput
 from dataplane.table import RoutingTable

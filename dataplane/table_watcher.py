@@ -37,8 +37,8 @@ import structlog
 
 from cacheroute.v1 import cluster_pb2
 from controlplane.store.base import ClusterStore, PlanStore, StoreUnavailableError
-from controlplane.store.schema import POOL_PATTERN
 from dataplane.metrics import RouterMetrics
+from dataplane.names import POOL_PATTERN
 from dataplane.protowire import Buffer
 from dataplane.router import Router
 from dataplane.table import RoutingTable, TableError

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from cacheroute.v1 import admin_pb2, agent_pb2, cluster_pb2, routing_pb2, table_pb2
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -20,8 +22,6 @@ def test_generated_code_has_not_drifted() -> None:
 
 
 def test_generated_code_imports_under_cacheroute_v1() -> None:
-    from cacheroute.v1 import admin_pb2, agent_pb2, cluster_pb2, routing_pb2, table_pb2
-
     assert routing_pb2.DESCRIPTOR.package == "cacheroute.v1"
     for module in (admin_pb2, agent_pb2, cluster_pb2, table_pb2):
         assert module.DESCRIPTOR.package == "cacheroute.v1"
