@@ -90,7 +90,9 @@ class LoadView:
         self.loads: list[float] = [0.0] * size  # snapshot + correction: what policies compare
         self.healthy: list[bool] = [True] * size
         self.draining: list[bool] = [False] * size
-        self.eligible_nodes: list[int] = list(range(size))  # healthy and not draining
+        # healthy and not draining; replaced (never mutated) on a change, so policies may cache
+        # per-object derivations such as a bitmask
+        self.eligible_nodes: tuple[int, ...] = tuple(range(size))
         self.table: BoundTable | None = None
         self.snapshot_observed_at = float("-inf")
         self._base: list[float] = [0.0] * size
@@ -148,9 +150,9 @@ class LoadView:
             self.healthy = [bool(x) for x in healthy]
         if draining is not None:
             self.draining = [bool(x) for x in draining]
-        self.eligible_nodes = [
+        self.eligible_nodes = tuple(
             i for i in range(len(self.nodes)) if self.healthy[i] and not self.draining[i]
-        ]
+        )
 
     def set_table(self, table: RoutingTable | None) -> None:
         """Swap the table (one reference assignment after binding)."""

@@ -53,7 +53,7 @@ def test_nodeset_rejects_duplicate_ids_and_misaligned_addresses() -> None:
 def test_a_fresh_view_has_zero_load_and_every_node_eligible() -> None:
     v = view()
     assert v.loads == [0.0, 0.0, 0.0]
-    assert v.eligible_nodes == [0, 1, 2]
+    assert v.eligible_nodes == (0, 1, 2)
 
 
 def test_record_counts_a_decision_on_its_node_at_once() -> None:
@@ -136,7 +136,7 @@ def test_max_pending_bounds_the_correction() -> None:
 def test_unhealthy_and_draining_nodes_are_not_eligible() -> None:
     v = view()
     v.set_states(healthy=[True, False, True], draining=[False, False, True])
-    assert v.eligible_nodes == [0]
+    assert v.eligible_nodes == (0,)
     assert [v.is_eligible(n) for n in range(3)] == [True, False, False]
 
 
@@ -149,7 +149,7 @@ def test_set_states_keeps_the_state_it_is_not_given() -> None:
     v.set_states(draining=[False, True, False])
     v.set_states(healthy=[False, True, True])
     assert v.draining == [False, True, False]
-    assert v.eligible_nodes == [2]
+    assert v.eligible_nodes == (2,)
 
 
 def test_snapshot_can_carry_health_and_drain_state() -> None:
@@ -157,14 +157,14 @@ def test_snapshot_can_carry_health_and_drain_state() -> None:
     v.apply_snapshot(
         1.0, [0.0, 0.0, 0.0], healthy=[True, True, False], draining=[True, False, False]
     )
-    assert v.eligible_nodes == [1]
+    assert v.eligible_nodes == (1,)
 
 
 def test_recovering_node_becomes_eligible_again() -> None:
     v = view()
     v.set_states(healthy=[False, True, True])
     v.set_states(healthy=[True, True, True])
-    assert v.eligible_nodes == [0, 1, 2]
+    assert v.eligible_nodes == (0, 1, 2)
 
 
 # -- the table, bound to membership -----------------------------------------------------------

@@ -9,6 +9,7 @@ decision. A policy is deterministic given its seed and the sequence of calls.
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from enum import StrEnum
 from typing import ClassVar, NamedTuple
 
@@ -41,6 +42,11 @@ class Request(NamedTuple):
 
     key_hash: int
     blocks: tuple[int, ...] = ()
+
+    @property
+    def prefix(self) -> tuple[int, ...]:
+        """The blocks, or the key hash as a one-block prefix when the blocks are unknown."""
+        return self.blocks or (self.key_hash,)
 
 
 class Decision(NamedTuple):
@@ -94,7 +100,7 @@ def power_of_two(view: LoadView, rng: random.Random) -> int:
     return a if loads[a] <= loads[b] else b
 
 
-def least_loaded(view: LoadView, candidates: list[int], tie_break: int = 0) -> int:
+def least_loaded(view: LoadView, candidates: Sequence[int], tie_break: int = 0) -> int:
     """Least-loaded candidate; ties go to the first in rotation order starting at ``tie_break``.
 
     Rotating by a key-derived ``tie_break`` keeps one key on one node while loads are equal,
@@ -102,6 +108,8 @@ def least_loaded(view: LoadView, candidates: list[int], tie_break: int = 0) -> i
     """
     loads = view.loads
     count = len(candidates)
+    if count == 0:
+        raise NoEligibleNodeError("no candidate node")
     start = tie_break % count
     best = candidates[start]
     best_load = loads[best]

@@ -56,7 +56,7 @@ class PreblePolicy(Policy):
         eligible = view.eligible_nodes
         if not eligible:
             raise NoEligibleNodeError("no healthy, undrained node")
-        blocks = request.blocks or (request.key_hash,)
+        blocks = request.prefix
         depth, holders = self.index(view).match(blocks, self._mask.of(eligible))
         loads = view.loads
         min_load = min(map(loads.__getitem__, eligible))
@@ -69,4 +69,4 @@ class PreblePolicy(Policy):
         return Decision(node, Reason.EXPLORE)
 
     def observe(self, request: Request, decision: Decision, view: LoadView) -> None:
-        self.index(view).insert(decision.node, request.blocks or (request.key_hash,))
+        self.index(view).insert(decision.node, request.prefix)

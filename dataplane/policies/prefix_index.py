@@ -109,10 +109,10 @@ class EligibleMask:
     __slots__ = ("_mask", "_source")
 
     def __init__(self) -> None:
-        self._source: list[int] | None = None
+        self._source: Sequence[int] | None = None
         self._mask = 0
 
-    def of(self, eligible: list[int]) -> int:
+    def of(self, eligible: Sequence[int]) -> int:
         if eligible is not self._source:
             mask = 0
             for node in eligible:

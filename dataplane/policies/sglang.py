@@ -92,7 +92,7 @@ class SGLangPolicy(Policy):
         ):
             return Decision(next(n for n in eligible if loads[n] == min_load), Reason.BALANCE)
         index = self.index(view)
-        blocks = request.blocks or (request.key_hash,)
+        blocks = request.prefix
         depth, holders = index.match(blocks, self._mask.of(eligible))
         if depth / len(blocks) > self.cache_threshold:
             return Decision(lightest(holders, loads), Reason.CACHE_MATCH)
@@ -101,4 +101,4 @@ class SGLangPolicy(Policy):
         return Decision(smallest, Reason.CACHE_MISS)
 
     def observe(self, request: Request, decision: Decision, view: LoadView) -> None:
-        self.index(view).insert(decision.node, request.blocks or (request.key_hash,))
+        self.index(view).insert(decision.node, request.prefix)
