@@ -10,12 +10,12 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from cachectl import plan_cmd
+from cachectl import demo, load_cmd, nodes_cmd, plan_cmd, sim_cmd, status_cmd
 from cachectl.errors import CliError
 
 # Each module exposes ``register(subparsers)``; its subcommands set ``handler`` to a function
 # ``(args) -> int``.
-GROUPS = (plan_cmd,)
+GROUPS = (plan_cmd, sim_cmd, nodes_cmd, status_cmd, load_cmd, demo)
 
 
 def build_parser() -> argparse.ArgumentParser:

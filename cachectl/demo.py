@@ -1,0 +1,260 @@
+"""``cachectl demo``: a whole CacheRoute cluster on this machine, Flat-LB first, then a plan.
+
+1. Start the local cluster (:mod:`cachectl.localcluster`): an embedded Redis, the control plane,
+   two routers, eight simulated engines (one ``simengine`` process) and their agents (one
+   ``agents`` process).
+2. Phase 1, Flat-LB: no plan is active, so the routers fall back to power-of-two choices on load
+   (decision reason ``no_table``). The load generator replays the workload through ``Route`` and
+   streams each request from the chosen engine; a warm-up is left out of the metrics.
+3. Build a plan from the per-key rates the routers reported (``cachectl plan build``, live, via
+   the PlanService), roll it out and wait until both routers ACK its generation.
+4. Empty every engine's prefix cache, so phase 2 starts as cold as phase 1 did.
+5. Phase 2, CacheRoute: the same requests at the same offered load (reasons ``warm``/``tail``).
+6. Print both phases side by side; ``--json`` prints one object instead. Stop everything.
+
+Every process the demo starts is stopped on exit, also on an error or Ctrl-C. Why the default
+workload (``tenants``) and load: see :mod:`cachectl.loadgen.tenants` and
+docs/notes/localcluster.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from cachectl.errors import CliError
+from cachectl.loadgen.client import LoadClient
+from cachectl.loadgen.progress import ProgressLine
+from cachectl.loadgen.results import Summary, summarize
+from cachectl.loadgen.runner import replay
+from cachectl.loadgen.workloads import NAMES, WorkloadError, parse_options, resolve
+from cachectl.localcluster.cluster import ClusterError, ClusterSpec, LocalCluster
+from cachectl.localcluster.processes import ProcessExitedError
+from cachectl.localcluster.report import plan_dict, plan_lines, side_by_side
+from cachectl.output import print_json
+from controlplane.store.embedded import EmbeddedRedisError
+from sim.engine import LLAMA_70B, PROFILES
+from sim.types import SimRequest
+
+DEFAULT_DURATION_S = 70.0  # measured seconds over both phases: the demo takes ≈ 2 minutes
+DEFAULT_WARMUP_S = 10.0
+DEFAULT_QPS = 16.0
+DEFAULT_WORKLOAD = "tenants"
+DRAIN_TIMEOUT_S = 30.0
+WHY = (
+    "workload 'tenants': 128 businesses (the paper's popularity), each with a 6,144-token\n"
+    "context in front of a short question, more prefix sharing than the paper's assistant.\n"
+    "Their contexts (≈ 800K tokens) overflow one engine's KV cache (641K) but fit in eight:\n"
+    "a regime where planned affinity pays. docs/results.md shows regimes where it does not."
+)
+
+
+def register(sub: Any) -> None:
+    parser: argparse.ArgumentParser = sub.add_parser(
+        "demo",
+        help="run a local cluster: Flat-LB, then a CacheRoute plan, side by side",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add = parser.add_argument
+    add(
+        "--duration",
+        type=float,
+        default=DEFAULT_DURATION_S,
+        help=f"measured load seconds, split over the two phases ({DEFAULT_DURATION_S:g})",
+    )
+    add("--warmup", type=float, default=DEFAULT_WARMUP_S, help="warm-up seconds per phase (10)")
+    add("--qps", type=float, default=DEFAULT_QPS, help=f"offered load, req/s ({DEFAULT_QPS:g})")
+    add("--workload", default=DEFAULT_WORKLOAD, help=f"{', '.join(NAMES)} ({DEFAULT_WORKLOAD})")
+    add("--option", action="append", default=[], metavar="NAME=VALUE", help="workload option")
+    add("--seed", type=int, default=1, help="workload seed (1)")
+    add("--engines", type=int, default=8, help="simulated engines (8)")
+    add("--routers", type=int, default=2, help="routers (2)")
+    add("--profile", default=LLAMA_70B.name, choices=sorted(PROFILES), help="engine profile")
+    add("--speedup", type=float, default=1.0, help="simulated seconds per wall second (1)")
+    add("--json", action="store_true", help="print one JSON object (progress stays on stderr)")
+    add("--keep-logs", type=Path, metavar="DIR", help="write the components' logs here and keep")
+    add("--no-progress", action="store_true", help="no live progress line")
+    parser.set_defaults(handler=_demo)
+
+
+class _TerminatedError(Exception):
+    """SIGTERM: unwind like Ctrl-C so that every started process is stopped."""
+
+
+def _on_sigterm(signum: int, frame: FrameType | None) -> None:
+    raise _TerminatedError()
+
+
+def _check(args: argparse.Namespace) -> list[SimRequest]:
+    if not args.duration > 0 or args.warmup < 0 or not args.qps > 0 or not args.speedup > 0:
+        raise CliError("--duration, --qps and --speedup must be > 0 and --warmup >= 0")
+    if args.engines < 1 or args.routers < 1:
+        raise CliError("--engines and --routers must be >= 1")
+    try:
+        workload = resolve(args.workload, parse_options(args.option))
+        phase_s = args.warmup + args.duration / 2
+        return workload.requests(qps=args.qps, duration_s=phase_s, seed=args.seed)
+    except (WorkloadError, ValueError) as exc:
+        raise CliError(str(exc)) from None
+
+
+def _counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{name} {n}" for name, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+
+
+def _say(args: argparse.Namespace, text: str = "") -> None:
+    if not args.json:
+        print(text, flush=True)
+
+
+async def _phase(
+    args: argparse.Namespace,
+    cluster: LocalCluster,
+    requests: list[SimRequest],
+    label: str,
+) -> Summary:
+    progress = None
+    if not args.no_progress and ProgressLine.enabled():
+        progress = ProgressLine(label, args.warmup + args.duration / 2, args.warmup)
+    async with LoadClient(cluster.router_addresses, pool=cluster.spec.pool) as client:
+        outcomes = await replay(
+            client,
+            requests,
+            warmup_s=args.warmup,
+            drain_timeout_s=DRAIN_TIMEOUT_S,
+            progress=progress,
+        )
+    cluster.check_alive()
+    summary = summarize(outcomes, cluster.spec.node_ids())
+    if summary.completed == 0:
+        raise ClusterError(f"{label}: no request completed; logs in {cluster.log_dir}")
+    return summary
+
+
+async def _run(
+    args: argparse.Namespace, cluster: LocalCluster, requests: list[SimRequest]
+) -> dict[str, Any]:
+    timings: dict[str, float] = {}
+    started = time.monotonic()
+    cluster.start()
+    ready_s = await cluster.wait_ready()
+    timings["startup_s"] = time.monotonic() - started
+    _say(args, f"cluster ready in {ready_s:.1f} s: routers {', '.join(cluster.router_addresses)}, "
+               f"control plane {cluster.controlplane_address}")  # fmt: skip
+    _say(args)
+    _say(args, "phase 1/2: Flat-LB. No plan is active: routers use power-of-two choices.")
+    t = time.monotonic()
+    flat = await _phase(args, cluster, requests, "flat-lb")
+    timings["phase1_s"] = time.monotonic() - t
+    _say(args, f"  hit {flat.hit_rate:.1%}, TTFT p50 {flat.ttft_p50_s:.3f} s, "
+               f"p99 {flat.ttft_p99_s:.3f} s; decisions {_counts(flat.reasons)}")  # fmt: skip
+    _say(args)
+    _say(args, "building a plan from the rates the routers reported, rolling it out ...")
+    t = time.monotonic()
+    built = await cluster.build_plan(note=f"cachectl demo, {args.qps:g} req/s {args.workload}")
+    pointer = await cluster.rollout(built.metadata.version)
+    acks = await cluster.wait_acks(pointer.generation)
+    plan = plan_dict(built, pointer.generation, sorted(a.router_id for a in acks))
+    await cluster.reset_caches()
+    timings["plan_s"] = time.monotonic() - t
+    for line in plan_lines(plan):
+        _say(args, line)
+    _say(args, "  engine prefix caches emptied")
+    _say(args)
+    _say(args, "phase 2/2: CacheRoute. The same requests at the same offered load.")
+    t = time.monotonic()
+    planned = await _phase(args, cluster, requests, "cacheroute")
+    timings["phase2_s"] = time.monotonic() - t
+    _say(args, f"  hit {planned.hit_rate:.1%}, TTFT p50 {planned.ttft_p50_s:.3f} s, "
+               f"p99 {planned.ttft_p99_s:.3f} s; decisions {_counts(planned.reasons)}")  # fmt: skip
+    return {
+        "flat": flat,
+        "cacheroute": planned,
+        "plan": plan,
+        "timings": timings,
+    }
+
+
+def _demo(args: argparse.Namespace) -> int:
+    requests = _check(args)
+    log_dir = args.keep_logs or Path(tempfile.mkdtemp(prefix="cacheroute-demo-"))
+    spec = ClusterSpec(
+        engines=args.engines, routers=args.routers, profile=args.profile, speedup=args.speedup
+    )
+    _say(args, f"CacheRoute local demo: {args.engines} simulated engines ({args.profile}, "
+               f"speed-up {args.speedup:g}), {args.routers} routers, control plane, agents, "
+               "embedded Redis")  # fmt: skip
+    _say(args, f"{args.qps:g} req/s offered, {args.warmup:g} s warm-up + "
+               f"{args.duration / 2:g} s measured per phase; logs in {log_dir}")  # fmt: skip
+    if args.workload == DEFAULT_WORKLOAD:
+        _say(args, WHY)
+    _say(args)
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    cluster = LocalCluster(spec, log_dir)
+    started = time.monotonic()
+    ok = False
+    try:
+        result = asyncio.run(_run(args, cluster, requests))
+        ok = True
+    except (ClusterError, ProcessExitedError, EmbeddedRedisError, OSError) as exc:
+        raise CliError(f"{exc} (logs kept in {log_dir})") from None
+    except (KeyboardInterrupt, _TerminatedError):
+        print(f"\ncachectl demo: interrupted; stopping the cluster (logs in {log_dir})",
+              file=sys.stderr)  # fmt: skip
+        return 130
+    finally:
+        t = time.monotonic()
+        cluster.stop()
+        stop_s = time.monotonic() - t
+        signal.signal(signal.SIGTERM, previous)
+        if ok and args.keep_logs is None:
+            shutil.rmtree(log_dir, ignore_errors=True)
+    result["timings"]["shutdown_s"] = stop_s
+    result["timings"]["total_s"] = time.monotonic() - started
+    flat, planned = result["flat"], result["cacheroute"]
+    if args.json:
+        print_json(_document(args, result, log_dir))
+    else:
+        print()
+        print(side_by_side(flat, planned))
+        print()
+        total = result["timings"]["total_s"]
+        kept = f"logs kept in {log_dir}" if args.keep_logs else "logs removed (--keep-logs DIR)"
+        print(f"done in {total:.0f} s; every process stopped; {kept}")
+    return 0
+
+
+def _document(args: argparse.Namespace, result: dict[str, Any], log_dir: Path) -> dict[str, Any]:
+    flat: Summary = result["flat"]
+    planned: Summary = result["cacheroute"]
+    return {
+        "settings": {
+            "workload": args.workload,
+            "options": args.option,
+            "qps": args.qps,
+            "duration_s": args.duration,
+            "warmup_s": args.warmup,
+            "seed": args.seed,
+            "engines": args.engines,
+            "routers": args.routers,
+            "profile": args.profile,
+            "speedup": args.speedup,
+        },
+        "phases": {"flat": flat.to_dict(), "cacheroute": planned.to_dict()},
+        "plan": result["plan"],
+        "improved": {
+            "hit_rate": planned.hit_rate > flat.hit_rate,
+            "ttft_p99": planned.ttft_p99_s < flat.ttft_p99_s,
+        },
+        "timings": result["timings"],
+        "logs": str(log_dir) if args.keep_logs else None,
+    }

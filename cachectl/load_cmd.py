@@ -1,0 +1,176 @@
+"""``cachectl load``: replay a workload against a running cluster through ``Route``.
+
+Each request of the workload (a simulator generator by name, ``tenants``, or a trace with
+``--workload trace --trace PATH``) is routed by a router (``--router HOST:PORT``, repeatable:
+requests go round-robin over them) and then sent, streaming, to the engine the decision names.
+The replay is open loop at ``--qps`` for ``--warmup`` + ``--duration`` seconds; the report covers
+the requests after the warm-up (:mod:`cachectl.loadgen.results` defines every number). A terminal
+gets a live progress line; ``--json`` prints one object.
+
+The engines must understand the simulated engine's ``cacheroute`` extension (``python -m
+simengine``), which carries each workload request's prefix blocks and token counts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from cachectl.errors import CliError
+from cachectl.loadgen.client import LoadClient
+from cachectl.loadgen.progress import ProgressLine
+from cachectl.loadgen.results import Outcome, Summary, summarize
+from cachectl.loadgen.runner import replay
+from cachectl.loadgen.workloads import NAMES, WorkloadError, parse_options, resolve
+from cachectl.output import print_json, print_table
+from sim.types import SimRequest
+
+DEFAULT_WORKLOAD = "tenants"
+
+
+def register(sub: Any) -> None:
+    parser: argparse.ArgumentParser = sub.add_parser(
+        "load",
+        help="replay a workload through Route against a running cluster",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add = parser.add_argument
+    add(
+        "--router",
+        action="append",
+        required=True,
+        metavar="HOST:PORT",
+        help="router gRPC address (repeatable: requests go round-robin over the routers)",
+    )
+    add(
+        "--workload",
+        default=DEFAULT_WORKLOAD,
+        help=f"{', '.join(NAMES)} (default: {DEFAULT_WORKLOAD})",
+    )
+    add("--trace", type=Path, help="trace file for --workload trace (Mooncake or Claude Code)")
+    add("--top-k", type=int, help="active set: the top K keys (paper, whales, lowshare, tenants)")
+    add(
+        "--option",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="another workload option, e.g. arrival=gamma (repeatable)",
+    )
+    add("--qps", type=float, required=True, help="offered load, requests per wall second")
+    add("--duration", type=float, required=True, help="measured seconds (after the warm-up)")
+    add("--warmup", type=float, default=0.0, help="seconds replayed before measuring (0)")
+    add("--seed", type=int, default=1, help="workload seed (1)")
+    add("--pool", default="", help="pool to route in (default: default)")
+    add("--model", help="model name to send (default: the engine's own)")
+    add("--nodes", help="comma-separated destination ids, for the imbalance over all of them")
+    add("--request-timeout", type=float, default=120.0, help="seconds per request (120)")
+    add("--drain-timeout", type=float, default=60.0, help="seconds to wait for stragglers (60)")
+    add(
+        "--route-blocks",
+        action="store_true",
+        help="send the prefix blocks in Route (for the prefix-history policies)",
+    )
+    add("--json", action="store_true", help="print one JSON object")
+    add("--no-progress", action="store_true", help="no live progress line on a terminal")
+    parser.set_defaults(handler=_load, group_parser=parser)
+
+
+def workload_requests(args: argparse.Namespace) -> list[SimRequest]:
+    """The stream to replay: ``--warmup`` + ``--duration`` seconds at ``--qps``."""
+    for flag, value in (("--qps", args.qps), ("--duration", args.duration)):
+        if not (math.isfinite(value) and value > 0):
+            raise CliError(f"{flag}: must be > 0, got {value}")
+    if not (math.isfinite(args.warmup) and args.warmup >= 0):
+        raise CliError(f"--warmup: must be >= 0, got {args.warmup}")
+    try:
+        options = parse_options(args.option)
+        if args.top_k is not None:
+            options["top_k"] = args.top_k
+        workload = resolve(args.workload, options, args.trace)
+        requests = workload.requests(
+            qps=args.qps, duration_s=args.warmup + args.duration, seed=args.seed
+        )
+    except WorkloadError as exc:
+        raise CliError(str(exc)) from None
+    except (ValueError, OSError) as exc:
+        raise CliError(f"--workload {args.workload}: {exc}") from None
+    if not requests:
+        raise CliError("the workload produced no requests: raise --qps or --duration")
+    return requests
+
+
+async def run(
+    args: argparse.Namespace, requests: Sequence[SimRequest]
+) -> tuple[list[Outcome], Summary]:
+    nodes = [n for n in (args.nodes or "").split(",") if n]
+    progress = None
+    if not args.no_progress and ProgressLine.enabled():
+        progress = ProgressLine("load", args.warmup + args.duration, args.warmup)
+    async with LoadClient(
+        args.router,
+        pool=args.pool,
+        model=args.model,
+        request_timeout_s=args.request_timeout,
+        route_blocks=args.route_blocks,
+    ) as client:
+        outcomes = await replay(
+            client,
+            requests,
+            warmup_s=args.warmup,
+            drain_timeout_s=args.drain_timeout,
+            progress=progress,
+        )
+    return outcomes, summarize(outcomes, nodes)
+
+
+def summary_rows(summary: Summary) -> list[list[object]]:
+    return [
+        ["requests (measured)", summary.requests],
+        ["completed", summary.completed],
+        ["failed", summary.failed],
+        ["hit rate (token-weighted)", f"{summary.hit_rate:.1%}"],
+        ["TTFT p50", f"{summary.ttft_p50_s:.3f} s"],
+        ["TTFT p99", f"{summary.ttft_p99_s:.3f} s"],
+        ["throughput", f"{summary.throughput_rps:.2f} req/s"],
+        ["output tokens", f"{summary.output_tokens_per_s:.0f} tok/s"],
+        ["imbalance (max/mean)", f"{summary.imbalance:.3f}"],
+        ["route latency p50/p99", f"{summary.route_p50_ms:.2f} / {summary.route_p99_ms:.2f} ms"],
+        ["decisions by reason", _counts(summary.reasons)],
+        ["errors", _counts(summary.errors) or "none"],
+    ]
+
+
+def _counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1]))
+
+
+def _load(args: argparse.Namespace) -> int:
+    requests = workload_requests(args)
+    _, summary = asyncio.run(run(args, requests))
+    if args.json:
+        print_json(
+            {
+                "workload": args.workload,
+                "qps": args.qps,
+                "duration_s": args.duration,
+                "warmup_s": args.warmup,
+                "seed": args.seed,
+                "routers": args.router,
+                **summary.to_dict(),
+            }
+        )
+    else:
+        print_table(("METRIC", "VALUE"), summary_rows(summary))
+        engines = sorted(summary.per_engine.items())
+        print()
+        print_table(("ENGINE", "REQUESTS"), [[n, c] for n, c in engines])
+    if summary.completed == 0:
+        print("cachectl: error: no request completed", file=sys.stderr)
+        return 1
+    return 0

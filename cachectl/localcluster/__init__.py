@@ -1,0 +1,1 @@
+"""The local cluster launcher: the docker-compose topology as processes, without Docker."""

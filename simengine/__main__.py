@@ -1,0 +1,182 @@
+"""``python -m simengine``: simulated engines behind an OpenAI-compatible API, until SIGTERM.
+
+One engine per ``--listen`` (repeatable)::
+
+    python -m simengine --listen 127.0.0.1:9100 --listen 127.0.0.1:9101 \\
+        --profile llama-3.3-70b-fp8-tp2-h100 --speedup 1
+
+Each engine serves ``/v1/completions``, ``/v1/chat/completions`` (with and without ``stream``),
+``/v1/models``, ``/health``, ``/metrics`` (vLLM v1 names plus ``cacheroute_sim_info``) and the
+admin ``POST /reset_prefix_cache``. Simulated seconds = wall seconds × ``--speedup``. In
+``CACHEROUTE_LISTEN`` several addresses are separated by spaces or ``;``; in a config file
+``listen`` may be a list. Bodies may carry ``"cacheroute": {"blocks": [...], "prompt_tokens": N}``
+to give a request's exact prefix blocks (docs/notes/localcluster.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+import re
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import structlog
+
+from servekit.grpc_server import wait_for_signal
+from servekit.logging import LEVELS, configure_logging
+from servekit.settings import SettingsError, add_config_flag, document_env, parse_settings
+from sim.engine import DEFAULT_PROFILE, PROFILES, get_profile
+from simengine.server import EngineOptions, EngineServer, split_listen
+
+log = structlog.get_logger("simengine")
+
+
+class _FromCommandLine(list[str]):
+    """--listen values given on the command line (they replace env/config values)."""
+
+
+class _ListenAction(argparse.Action):
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        current = getattr(namespace, self.dest, None)
+        if not isinstance(current, _FromCommandLine):
+            current = _FromCommandLine()
+        current.append(str(values))
+        setattr(namespace, self.dest, current)
+
+
+def _positive(text: str) -> float:
+    value = float(text)
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+    return value
+
+
+def _non_negative(text: str) -> float:
+    value = float(text)
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text!r}")
+    return value
+
+
+def _blocks(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m simengine",
+        description="Simulated LLM engines: OpenAI-compatible HTTP, vLLM v1 metrics.",
+        epilog=__doc__.split("\n\n", 1)[1] if __doc__ else None,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_config_flag(p)
+    p.add_argument(
+        "--listen",
+        action=_ListenAction,
+        default=[],
+        metavar="HOST:PORT",
+        help="one engine on this address (repeatable; port 0: any free port, logged)",
+    )
+    p.add_argument(
+        "--profile",
+        default=DEFAULT_PROFILE,
+        choices=sorted(PROFILES),
+        help=f"engine cost and capacity profile (sim/engine.py; default {DEFAULT_PROFILE})",
+    )
+    p.add_argument(
+        "--speedup",
+        type=_positive,
+        default=1.0,
+        help="simulated seconds per wall second (1: real time)",
+    )
+    p.add_argument(
+        "--kv-blocks", type=_blocks, default=None, help="override the profile's KV blocks"
+    )
+    p.add_argument("--model", default="", help="served model name (default: the profile's name)")
+    p.add_argument(
+        "--stream-interval",
+        type=_non_negative,
+        default=0.0,
+        help="wall seconds between streamed chunks of a request (0: one per decode step)",
+    )
+    p.add_argument("--log-format", default="json", choices=("json", "console"), help="log lines")
+    p.add_argument("--log-level", default="info", choices=LEVELS, help="log level")
+    document_env(p)
+    return p
+
+
+def listen_addresses(value: object) -> list[str]:
+    """--listen values from flags (a list), env (a string) or a config file (a string or list)."""
+    if isinstance(value, str):
+        items = [x for x in re.split(r"[\s;]+", value) if x]
+    elif isinstance(value, list):
+        items = [str(x) for x in value]
+    else:
+        raise SettingsError(f"listen: expected HOST:PORT values, got {value!r}")
+    if not items:
+        raise SettingsError("give at least one --listen HOST:PORT")
+    for item in items:
+        try:
+            split_listen(item)
+        except ValueError as exc:
+            raise SettingsError(str(exc)) from None
+    return items
+
+
+async def serve(listen: Sequence[str], options: EngineOptions) -> int:
+    servers = [EngineServer(address, options) for address in listen]
+    try:
+        for server in servers:
+            await server.start()
+            log.info(
+                "engine serving",
+                url=server.url,
+                model=options.model,
+                profile=options.profile.name,
+                kv_blocks=options.profile.kv_blocks,
+                speedup=options.speedup,
+            )
+    except OSError as exc:
+        log.error("could not start an engine", error=str(exc))
+        for server in servers:
+            await server.stop()
+        return 1
+    sig = await wait_for_signal()
+    log.info("stopping", signal=sig)
+    for server in servers:
+        await server.stop()
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parse_settings(parser, argv)
+        listen = listen_addresses(args.listen)
+    except SettingsError as exc:
+        parser.error(str(exc))
+    profile = get_profile(args.profile).with_overrides(kv_blocks=args.kv_blocks)
+    options = EngineOptions(
+        profile=profile,
+        model=args.model or profile.name,
+        speedup=args.speedup,
+        stream_interval_s=args.stream_interval,
+    )
+    configure_logging("simengine", json=args.log_format == "json", level=args.log_level)
+    return asyncio.run(serve(listen, options))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,73 @@
+"""Serving engines: one aiohttp site per engine, several engines on one event loop.
+
+The local cluster runs eight engines in one process (one Python interpreter instead of eight
+keeps a 2-core machine's CPU for the work); docker-compose runs one per container. Each engine
+has its own simulated node, prefix cache, metrics registry and port.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from sim.engine import EngineProfile
+from simengine.api import EngineApi
+from simengine.engine import SimEngine
+
+SHUTDOWN_TIMEOUT_S = 2.0  # in-flight handlers get this long to finish once the engine stopped
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    """What every engine of a process shares."""
+
+    profile: EngineProfile
+    model: str
+    speedup: float = 1.0
+    stream_interval_s: float = 0.0
+
+
+def split_listen(listen: str) -> tuple[str, int]:
+    """``HOST:PORT`` → (host, port); raises ValueError naming the value."""
+    host, sep, port = listen.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"--listen {listen!r}: expected HOST:PORT with a port in 0-65535")
+    return host.strip("[]"), int(port)
+
+
+class EngineServer:
+    """One engine behind one listening socket; ``await start()``, then ``port`` is bound."""
+
+    def __init__(self, listen: str, options: EngineOptions) -> None:
+        self.host, self.port = split_listen(listen)
+        self.engine = SimEngine(options.profile, speedup=options.speedup)
+        self.api = EngineApi(
+            self.engine, model=options.model, stream_interval_s=options.stream_interval_s
+        )
+        self._runner: web.AppRunner | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    async def start(self) -> None:
+        self.engine.start()
+        runner = web.AppRunner(
+            self.api.app(),
+            access_log=None,
+            handle_signals=False,
+            shutdown_timeout=SHUTDOWN_TIMEOUT_S,
+        )
+        await runner.setup()
+        site = web.TCPSite(runner, self.host, self.port, reuse_address=True)
+        await site.start()
+        self._runner = runner
+        if self.port == 0 and runner.addresses:
+            self.port = int(runner.addresses[0][1])
+
+    async def stop(self) -> None:
+        await self.engine.stop()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
