@@ -13,7 +13,7 @@
 6. Print both phases side by side; ``--json`` prints one object instead. Stop everything.
 
 Every process the demo starts is stopped on exit, also on an error or Ctrl-C. Why the default
-workload (``tenants``) and load: see :mod:`cachectl.loadgen.tenants` and
+workload (``tenants``) and load: see :mod:`sim.workloads.tenants` and
 docs/notes/localcluster.md.
 """
 

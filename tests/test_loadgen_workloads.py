@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from cachectl.loadgen.tenants import CONTEXT_TOKENS, TEMPLATE_TOKENS, TenantsWorkload
 from cachectl.loadgen.workloads import NAMES, WorkloadError, convert, parse_options, resolve
+from sim.workloads.tenants import CONTEXT_TOKENS, TEMPLATE_TOKENS, TenantsWorkload
 
 
 def test_every_simulator_workload_and_tenants_resolve_by_name() -> None:

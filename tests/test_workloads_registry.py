@@ -19,8 +19,8 @@ MOONCAKE_ROW = {"timestamp": 0, "input_length": 20, "output_length": 3, "hash_id
 CLAUDE_ROW = {"session": "s", "agent": None, "t": 0.0, "in": 64, "out": 3, "hash_ranges": [[1, 1]]}
 
 
-def test_registry_lists_the_four_workloads() -> None:
-    assert list(WORKLOADS) == ["paper", "whales", "lowshare", "trace"]
+def test_registry_lists_the_five_workloads() -> None:
+    assert list(WORKLOADS) == ["paper", "whales", "lowshare", "tenants", "trace"]
 
 
 @pytest.mark.parametrize(
@@ -43,7 +43,7 @@ def test_paper_defaults_to_the_flagship_active_set() -> None:
 
 
 def test_unknown_workload_lists_the_known_ones() -> None:
-    with pytest.raises(UnknownWorkloadError, match="known: paper, whales, lowshare, trace"):
+    with pytest.raises(UnknownWorkloadError, match="known: paper, whales, lowshare, tenants, trace"):
         make_workload("nope")
 
 

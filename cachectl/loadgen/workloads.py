@@ -1,19 +1,17 @@
-"""Workloads the load generator replays: the simulator's generators by name, plus ``tenants``.
+"""Workloads the load generator replays: the simulator's generators, by name.
 
-``make_workload`` (:mod:`sim.workloads.registry`) knows ``paper``, ``whales``, ``lowshare`` and
-``trace``; the load generator adds ``tenants`` (:mod:`cachectl.loadgen.tenants`), the local
-demo's long-shared-context regime. Options are ``NAME=VALUE`` strings converted to the option's
-type (int, float or string), as ``cachectl sim run --option`` does.
+``make_workload`` (:mod:`sim.workloads.registry`) knows ``paper``, ``whales``, ``lowshare``,
+``tenants`` (the local demo's long-shared-context regime) and ``trace``. Options are
+``NAME=VALUE`` strings converted to the option's type (int, float or string), as
+``cachectl sim run --option`` does.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from cachectl.loadgen.tenants import TenantsWorkload
 from sim.types import Workload
 from sim.workloads.mooncake import TraceError
 from sim.workloads.registry import (
@@ -23,8 +21,7 @@ from sim.workloads.registry import (
     make_workload,
 )
 
-EXTRA = {"tenants": TenantsWorkload}
-NAMES = (*WORKLOADS, *EXTRA)
+NAMES = tuple(WORKLOADS)
 
 
 class WorkloadError(ValueError):
@@ -62,16 +59,6 @@ def resolve(name: str, options: Mapping[str, Any], trace: Path | None = None) ->
             raise WorkloadError("--trace goes with --workload trace")
         opts["path"] = str(trace)
     try:
-        extra = EXTRA.get(name)
-        if extra is not None:
-            accepted = [f.name for f in dataclasses.fields(extra) if f.init]
-            unknown = sorted(set(opts) - set(accepted))
-            if unknown:
-                raise WorkloadError(
-                    f"workload {name!r} does not take {', '.join(unknown)}; "
-                    f"it takes {', '.join(accepted)}"
-                )
-            return extra(**opts)
         return make_workload(name, **opts)
     except UnknownWorkloadError:
         raise WorkloadError(f"unknown workload {name!r}; known: {', '.join(NAMES)}") from None

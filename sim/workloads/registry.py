@@ -20,6 +20,7 @@ from sim.workloads.claude_code import ClaudeCodeWorkload
 from sim.workloads.lowshare import LowShareWorkload
 from sim.workloads.mooncake import MooncakeWorkload, TraceError
 from sim.workloads.paper import PaperWorkload
+from sim.workloads.tenants import TenantsWorkload
 from sim.workloads.whales import WhalesWorkload
 
 
@@ -75,6 +76,7 @@ WORKLOADS: dict[str, Callable[..., Workload]] = {
     "paper": lambda **o: _build(PaperWorkload, "paper", o),
     "whales": lambda **o: _build(WhalesWorkload, "whales", o),
     "lowshare": lambda **o: _build(LowShareWorkload, "lowshare", o),
+    "tenants": lambda **o: _build(TenantsWorkload, "tenants", o),
     "trace": trace_workload,
 }
 
