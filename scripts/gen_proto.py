@@ -41,7 +41,10 @@ def generate(out_root: Path) -> list[Path]:
         f"--mypy_grpc_out={out_root}",
         *[str(p.relative_to(PROTO_ROOT)) for p in protos],
     ]
-    subprocess.run(cmd, check=True, cwd=PROTO_ROOT)
+    result = subprocess.run(cmd, cwd=PROTO_ROOT, capture_output=True, text=True, check=False)
+    if result.returncode != 0:  # the plugins chatter on success; only failures are worth showing
+        sys.stderr.write(result.stdout + result.stderr)
+        raise SystemExit(f"protoc failed with status {result.returncode}")
     return sorted(
         p for p in (out_root / "cacheroute" / "v1").iterdir() if p.name.endswith(GENERATED_SUFFIXES)
     )
