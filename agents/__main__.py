@@ -36,8 +36,12 @@ from agents import dialects
 from agents.agent import Agent, AgentConfig
 from agents.metrics import AgentMetrics
 from dataplane.names import InvalidNameError, validate_node_id, validate_pool
+from servekit.flags import (
+    RepeatedFlag,
+    add_log_flags,
+)
 from servekit.grpc_server import wait_for_signal
-from servekit.logging import LEVELS, configure_logging
+from servekit.logging import configure_logging
 from servekit.metrics import MetricsEndpoint
 from servekit.settings import SettingsError, add_config_flag, document_env, parse_settings
 from servekit.tls import ClientTlsConfig
@@ -48,25 +52,6 @@ log = structlog.get_logger("agents")
 
 class ConfigError(ValueError):
     """An engine spec, URL or option value that cannot be used; names the option."""
-
-
-class _FromCommandLine(list[str]):
-    """--engine values given on the command line (they replace env/config values)."""
-
-
-class _EngineAction(argparse.Action):
-    def __call__(
-        self,
-        parser: argparse.ArgumentParser,
-        namespace: argparse.Namespace,
-        values: Any,
-        option_string: str | None = None,
-    ) -> None:
-        current = getattr(namespace, self.dest, None)
-        if not isinstance(current, _FromCommandLine):
-            current = _FromCommandLine()
-        current.append(str(values))
-        setattr(namespace, self.dest, current)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -84,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--address", help="engine serving host:port for callers (default: from the URL)")
     p.add_argument(
         "--engine",
-        action=_EngineAction,
+        action=RepeatedFlag,
         default=[],
         metavar="ID=URL[,address=H:P][,weight=W][,dialect=D]",
         help="one more engine in this process (repeatable)",
@@ -105,8 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tls-ca", type=Path, help="CA bundle of the control plane (enables TLS)")
     p.add_argument("--tls-cert", type=Path, help="client certificate (mTLS)")
     p.add_argument("--tls-key", type=Path, help="client private key (mTLS)")
-    p.add_argument("--log-format", default="json", choices=("json", "console"), help="log lines")
-    p.add_argument("--log-level", default="info", choices=LEVELS, help="log level")
+    add_log_flags(p)
     document_env(p)
     return p
 

@@ -7,15 +7,21 @@ Every option comes from a flag, a ``CACHEROUTE_<NAME>`` environment variable or 
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from servekit.logging import LEVELS
-from servekit.settings import add_config_flag, document_env, parse_settings
+from servekit.flags import (
+    add_log_flags,
+    add_server_tls_flags,
+    non_negative_float,
+    non_negative_int,
+    positive_float,
+    server_tls,
+)
+from servekit.settings import SettingsError, add_config_flag, document_env, parse_settings
 from servekit.tls import TlsConfig
 
 LEADER_LEASE = "controlplane"
@@ -52,27 +58,6 @@ class ControlPlaneConfig:
         return self.instance_id or f"{socket.gethostname()}:{os.getpid()}"
 
 
-def _positive(text: str) -> float:
-    value = float(text)
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
-    return value
-
-
-def _non_negative(text: str) -> float:
-    value = float(text)
-    if not (math.isfinite(value) and value >= 0):
-        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text!r}")
-    return value
-
-
-def _count(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}")
-    return value
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m controlplane",
@@ -97,69 +82,61 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add(
         "--load-publish-interval",
-        type=_positive,
+        type=positive_float,
         default=0.25,
         help="seconds between load snapshots (also the report interval asked of agents)",
     )
     add(
         "--node-timeout-intervals",
-        type=_positive,
+        type=positive_float,
         default=3.0,
         help="a node is down when its last report is older than this many of its report intervals",
     )
     add(
         "--plan-interval",
-        type=_non_negative,
+        type=non_negative_float,
         default=0.0,
         help="seconds between automatic plan builds (stored, never activated); 0: on demand only",
     )
     add(
         "--q-cap",
-        type=_non_negative,
+        type=non_negative_float,
         default=0.0,
         help="per-destination load target (requests/s) for plans; 0: total rate / destinations",
     )
-    add("--slots-per-node", type=_count, default=8, help="warm slots per destination (W)")
+    add("--slots-per-node", type=non_negative_int, default=8, help="warm slots per destination (W)")
     add(
         "--rate-half-life",
-        type=_positive,
+        type=positive_float,
         default=60.0,
         help="half-life in seconds of the per-key rate estimator's exponential decay",
     )
     add(
         "--rate-update-interval",
-        type=_positive,
+        type=positive_float,
         default=1.0,
         help="seconds between reads of the routers' traffic reports",
     )
     add(
         "--rate-max-keys",
-        type=_count,
+        type=non_negative_int,
         default=250_000,
         help="most keys the rate estimator tracks (the lowest rates are dropped first)",
     )
     add(
         "--leader-lease-ttl",
-        type=_positive,
+        type=positive_float,
         default=3.0,
         help="seconds the leader lease lives without renewal (renewed every third of it)",
     )
     add(
         "--shutdown-grace",
-        type=_non_negative,
+        type=non_negative_float,
         default=5.0,
         help="seconds in-flight RPCs get to finish on SIGTERM",
     )
-    add("--tls-cert", type=Path, default=None, help="server certificate (PEM); enables TLS")
-    add("--tls-key", type=Path, default=None, help="server private key (PEM)")
-    add(
-        "--tls-client-ca",
-        type=Path,
-        default=None,
-        help="CA bundle client certificates must chain to (requires mTLS)",
-    )
-    add("--log-format", choices=("json", "console"), default="json", help="log line format")
-    add("--log-level", choices=LEVELS, default="info", help="lowest level logged")
+    add_server_tls_flags(parser)
+    add_log_flags(parser)
     add_config_flag(parser)
     document_env(parser)
     return parser
@@ -171,19 +148,14 @@ def parse_config(
     """Options from flags, environment and config file; errors exit via argparse."""
     parser = build_parser()
     args = parse_settings(parser, argv, environ)
-    if (args.tls_cert is None) != (args.tls_key is None):
-        parser.error("--tls-cert and --tls-key go together")
-    if args.tls_client_ca is not None and args.tls_cert is None:
-        parser.error("--tls-client-ca needs --tls-cert and --tls-key")
+    try:
+        tls = server_tls(args)
+    except SettingsError as exc:
+        parser.error(str(exc))
     metrics_listen = "" if args.metrics_listen in ("", "off") else args.metrics_listen
     host, _, port = metrics_listen.rpartition(":")
     if metrics_listen and not (host and port.isdigit() and int(port) < 65536):
         parser.error(f"--metrics-listen {args.metrics_listen!r}: expected HOST:PORT, '' or off")
-    tls = (
-        TlsConfig(args.tls_cert, args.tls_key, args.tls_client_ca)
-        if args.tls_cert is not None
-        else None
-    )
     return ControlPlaneConfig(
         listen=args.listen,
         redis_url=args.redis_url,

@@ -11,16 +11,15 @@ import asyncio
 import gc
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 import structlog
 
 from dataplane.policies import POLICIES
 from dataplane.server import RouterConfig, RouterServer, default_router_id
+from servekit.flags import add_log_flags, add_server_tls_flags, server_tls
 from servekit.grpc_server import run_until_signal
-from servekit.logging import LEVELS, configure_logging
+from servekit.logging import configure_logging
 from servekit.settings import SettingsError, add_config_flag, document_env, parse_settings
-from servekit.tls import TlsConfig
 
 DEFAULTS = RouterConfig(router_id="")
 # The serving thread waits at most this long for the GIL when a worker thread (a table decode, a
@@ -118,26 +117,15 @@ def build_parser() -> argparse.ArgumentParser:
         default=d.metrics_listen,
         help="Prometheus /metrics HOST:PORT (port 0: any, logged); 'off' disables it",
     )
-    add("--tls-cert", type=Path, default=None, help="server certificate (PEM); enables TLS")
-    add("--tls-key", type=Path, default=None, help="server private key (PEM)")
-    add(
-        "--tls-client-ca",
-        type=Path,
-        default=None,
-        help="CA bundle for client certificates; set to require mTLS",
-    )
-    add("--log-format", choices=("json", "console"), default="json", help="log line format")
-    add("--log-level", choices=LEVELS, default="info", help="lowest level logged")
+    add_server_tls_flags(parser)
+    add_log_flags(parser)
     document_env(parser)
     return parser  # fmt: skip
 
 
 def config_from(args: argparse.Namespace) -> RouterConfig:
     """A RouterConfig from parsed options (raises SettingsError on inconsistent TLS options)."""
-    if (args.tls_cert is None) != (args.tls_key is None):
-        raise SettingsError("--tls-cert and --tls-key go together")
-    if args.tls_client_ca is not None and args.tls_cert is None:
-        raise SettingsError("--tls-client-ca needs --tls-cert and --tls-key")
+    tls = server_tls(args)
     if not 0.0 <= args.sample_rate <= 1.0:
         raise SettingsError(f"--sample-rate must be in [0, 1], got {args.sample_rate}")
     for name in ("table_interval", "ack_interval", "load_interval", "report_interval",
@@ -146,11 +134,6 @@ def config_from(args: argparse.Namespace) -> RouterConfig:
             raise SettingsError(f"--{name.replace('_', '-')} must be > 0")
     if args.top_keys < 1 or args.sample_buffer < 0:
         raise SettingsError("--top-keys must be >= 1 and --sample-buffer >= 0")
-    tls = (
-        TlsConfig(args.tls_cert, args.tls_key, args.tls_client_ca)
-        if args.tls_cert is not None
-        else None
-    )
     return RouterConfig(
         listen=args.listen,
         redis_url=args.redis_url,

@@ -17,61 +17,26 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import math
 import re
 import sys
 from collections.abc import Sequence
-from typing import Any
 
 import structlog
 
+from servekit.flags import (
+    RepeatedFlag,
+    add_log_flags,
+    non_negative_float,
+    positive_float,
+    positive_int,
+)
 from servekit.grpc_server import wait_for_signal
-from servekit.logging import LEVELS, configure_logging
+from servekit.logging import configure_logging
 from servekit.settings import SettingsError, add_config_flag, document_env, parse_settings
 from sim.engine import DEFAULT_PROFILE, PROFILES, get_profile
 from simengine.server import EngineOptions, EngineServer, split_listen
 
 log = structlog.get_logger("simengine")
-
-
-class _FromCommandLine(list[str]):
-    """--listen values given on the command line (they replace env/config values)."""
-
-
-class _ListenAction(argparse.Action):
-    def __call__(
-        self,
-        parser: argparse.ArgumentParser,
-        namespace: argparse.Namespace,
-        values: Any,
-        option_string: str | None = None,
-    ) -> None:
-        current = getattr(namespace, self.dest, None)
-        if not isinstance(current, _FromCommandLine):
-            current = _FromCommandLine()
-        current.append(str(values))
-        setattr(namespace, self.dest, current)
-
-
-def _positive(text: str) -> float:
-    value = float(text)
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
-    return value
-
-
-def _non_negative(text: str) -> float:
-    value = float(text)
-    if not (math.isfinite(value) and value >= 0):
-        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text!r}")
-    return value
-
-
-def _blocks(text: str) -> int:
-    value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
-    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -84,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_config_flag(p)
     p.add_argument(
         "--listen",
-        action=_ListenAction,
+        action=RepeatedFlag,
         default=[],
         metavar="HOST:PORT",
         help="one engine on this address (repeatable; port 0: any free port, logged)",
@@ -97,22 +62,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--speedup",
-        type=_positive,
+        type=positive_float,
         default=1.0,
         help="simulated seconds per wall second (1: real time)",
     )
     p.add_argument(
-        "--kv-blocks", type=_blocks, default=None, help="override the profile's KV blocks"
+        "--kv-blocks", type=positive_int, default=None, help="override the profile's KV blocks"
     )
     p.add_argument("--model", default="", help="served model name (default: the profile's name)")
     p.add_argument(
         "--stream-interval",
-        type=_non_negative,
+        type=non_negative_float,
         default=0.0,
         help="wall seconds between streamed chunks of a request (0: one per decode step)",
     )
-    p.add_argument("--log-format", default="json", choices=("json", "console"), help="log lines")
-    p.add_argument("--log-level", default="info", choices=LEVELS, help="log level")
+    add_log_flags(p)
     document_env(p)
     return p
 
