@@ -26,18 +26,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
 from sim.types import SimRequest
 from sim.workloads.arrivals import AZURE_CONV, BOOTSTRAP_BLOCK, GAMMA_CV, ArrivalProcess
-from sim.workloads.blocks import gc_paused, mix, mix_int, segment_blocks, to_tuples
-from sim.workloads.paper import ANSWER, CURRENT, lognormal_tokens
+from sim.workloads.paper import CURRENT
 from sim.workloads.popularity import paper_active_set
+from sim.workloads.single_turn import SingleTurnShape, single_turn_requests
 
 TEMPLATE_TOKENS = 96
 CONTEXT_TOKENS = 6144
 
-_TAG_TEMPLATE, _TAG_CONTEXT, _TAG_QUESTION = (mix_int(0x7E_4A17, i) for i in range(3))
+_TAG = 0x7E_4A17  # namespace of this workload's segment ids
 
 
 @dataclass
@@ -63,29 +61,11 @@ class TenantsWorkload:
 
     def requests(self, *, qps: float, duration_s: float, seed: int) -> list[SimRequest]:
         """Requests arriving in [0, duration_s) at a mean of ``qps`` per second, by arrival."""
-        active = paper_active_set(self.top_k)
-        rng = np.random.default_rng(seed & ((1 << 64) - 1))
-        times = self.arrivals().times(rng, qps, duration_s)
-        n = len(times)
-        key = rng.choice(len(active), n, p=active.weights)
-        question = lognormal_tokens(rng, CURRENT, n)
-        output = lognormal_tokens(rng, ANSWER, n)
-        key_hash = np.array(active.hashes, dtype=np.uint64)[key]
-
-        seg_ids = np.empty(3 * n, dtype=np.uint64)
-        seg_ids[0::3] = mix_int(_TAG_TEMPLATE, 0)
-        seg_ids[1::3] = mix(_TAG_CONTEXT, key_hash)
-        seg_ids[2::3] = mix(mix_int(_TAG_QUESTION, seed), np.arange(n, dtype=np.uint64))
-        seg_lens = np.empty(3 * n, dtype=np.int64)
-        seg_lens[0::3] = TEMPLATE_TOKENS
-        seg_lens[1::3] = self.context_tokens
-        seg_lens[2::3] = question
-        ids, starts = segment_blocks(seg_ids, seg_lens, np.arange(0, 3 * n + 1, 3))
-        blocks = to_tuples(ids, starts)
-        prompt = TEMPLATE_TOKENS + self.context_tokens + question
-        names, hashes = active.names, active.hashes
-        columns = zip(
-            times.tolist(), key.tolist(), blocks, prompt.tolist(), output.tolist(), strict=True
+        return single_turn_requests(
+            SingleTurnShape(_TAG, TEMPLATE_TOKENS, self.context_tokens, CURRENT),
+            paper_active_set(self.top_k),
+            self.arrivals(),
+            qps=qps,
+            duration_s=duration_s,
+            seed=seed,
         )
-        with gc_paused():
-            return [SimRequest(t, names[k], hashes[k], b, p, o) for t, k, b, p, o in columns]
