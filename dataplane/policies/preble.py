@@ -25,39 +25,32 @@ from __future__ import annotations
 
 import math
 
-from dataplane.policies.base import Decision, Policy, Reason, Request
-from dataplane.policies.prefix_index import EligibleMask, PrefixIndex, index_for, lightest
+from dataplane.policies.base import Decision, Reason, Request
+from dataplane.policies.prefix_history import PrefixHistoryPolicy
+from dataplane.policies.prefix_index import lightest
 from dataplane.view import LoadView, NoEligibleNodeError
 
 CAP = 1.5
 MAX_BLOCKS_PER_NODE = 40_071
 
 
-class PreblePolicy(Policy):
+class PreblePolicy(PrefixHistoryPolicy):
     name = "preble"
 
     def __init__(
         self, *, seed: int = 0, cap: float = CAP, max_blocks_per_node: int = MAX_BLOCKS_PER_NODE
     ) -> None:
-        super().__init__(seed=seed)
+        super().__init__(seed=seed, max_blocks_per_node=max_blocks_per_node)
         if not (math.isfinite(cap) and cap >= 1.0):
             raise ValueError(f"cap must be a finite number >= 1, got {cap}")
         self.cap = cap
-        self.max_blocks_per_node = max_blocks_per_node
-        self._index: PrefixIndex | None = None
-        self._mask = EligibleMask()
-
-    def index(self, view: LoadView) -> PrefixIndex:
-        """The prefix index of the view's NodeSet (a fresh one after a membership change)."""
-        index = self._index = index_for(self._index, view.nodes, self.max_blocks_per_node)
-        return index
 
     def choose(self, request: Request, view: LoadView) -> Decision:
         eligible = view.eligible_nodes
         if not eligible:
             raise NoEligibleNodeError("no healthy, undrained node")
         blocks = request.prefix
-        depth, holders = self.index(view).match(blocks, self._mask.of(eligible))
+        depth, holders = self.index(view).match(blocks, self.eligible_mask(view))
         loads = view.loads
         min_load = min(map(loads.__getitem__, eligible))
         if depth:
@@ -67,6 +60,3 @@ class PreblePolicy(Policy):
         idle = [node for node in eligible if loads[node] == min_load]
         node = idle[0] if len(idle) == 1 else self.rng.choice(idle)
         return Decision(node, Reason.EXPLORE)
-
-    def observe(self, request: Request, decision: Decision, view: LoadView) -> None:
-        self.index(view).insert(decision.node, request.prefix)

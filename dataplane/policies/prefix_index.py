@@ -100,10 +100,10 @@ def index_for(cached: PrefixIndex | None, nodes: NodeSet, max_blocks_per_node: i
 
 
 class EligibleMask:
-    """Bitmask of ``view.eligible_nodes``, recomputed only when the view installs a new list.
+    """Bitmask of ``view.eligible_nodes``, recomputed only when the view installs a new tuple.
 
-    ``LoadView.set_states`` replaces ``eligible_nodes`` with a new list and never mutates it in
-    place, so list identity says whether the mask is still current.
+    ``LoadView.set_states`` replaces ``eligible_nodes`` with a new tuple, so identity says whether
+    the mask is still current.
     """
 
     __slots__ = ("_mask", "_source")

@@ -40,8 +40,9 @@ Where this differs from SGLang, and why:
 
 from __future__ import annotations
 
-from dataplane.policies.base import Decision, Policy, Reason, Request
-from dataplane.policies.prefix_index import EligibleMask, PrefixIndex, index_for, lightest
+from dataplane.policies.base import Decision, Reason, Request
+from dataplane.policies.prefix_history import PrefixHistoryPolicy
+from dataplane.policies.prefix_index import lightest
 from dataplane.view import LoadView, NoEligibleNodeError
 
 CACHE_THRESHOLD = 0.3
@@ -52,7 +53,7 @@ CHARS_PER_BLOCK = 64  # 16 tokens x ~4 characters per token
 MAX_BLOCKS_PER_NODE = MAX_TREE_CHARS // CHARS_PER_BLOCK  # 2**20
 
 
-class SGLangPolicy(Policy):
+class SGLangPolicy(PrefixHistoryPolicy):
     name = "sglang"
 
     def __init__(
@@ -64,20 +65,12 @@ class SGLangPolicy(Policy):
         balance_rel_threshold: float = BALANCE_REL_THRESHOLD,
         max_blocks_per_node: int = MAX_BLOCKS_PER_NODE,
     ) -> None:
-        super().__init__(seed=seed)
+        super().__init__(seed=seed, max_blocks_per_node=max_blocks_per_node)
         if not 0.0 <= cache_threshold <= 1.0:
             raise ValueError(f"cache_threshold must be in [0, 1], got {cache_threshold}")
         self.cache_threshold = cache_threshold
         self.balance_abs_threshold = balance_abs_threshold
         self.balance_rel_threshold = balance_rel_threshold
-        self.max_blocks_per_node = max_blocks_per_node
-        self._index: PrefixIndex | None = None
-        self._mask = EligibleMask()
-
-    def index(self, view: LoadView) -> PrefixIndex:
-        """The prefix index of the view's NodeSet (a fresh one after a membership change)."""
-        index = self._index = index_for(self._index, view.nodes, self.max_blocks_per_node)
-        return index
 
     def choose(self, request: Request, view: LoadView) -> Decision:
         eligible = view.eligible_nodes
@@ -93,12 +86,9 @@ class SGLangPolicy(Policy):
             return Decision(next(n for n in eligible if loads[n] == min_load), Reason.BALANCE)
         index = self.index(view)
         blocks = request.prefix
-        depth, holders = index.match(blocks, self._mask.of(eligible))
+        depth, holders = index.match(blocks, self.eligible_mask(view))
         if depth / len(blocks) > self.cache_threshold:
             return Decision(lightest(holders, loads), Reason.CACHE_MATCH)
         count = index.block_count
         smallest = min(eligible, key=lambda n: (count(n), loads[n], n))
         return Decision(smallest, Reason.CACHE_MISS)
-
-    def observe(self, request: Request, decision: Decision, view: LoadView) -> None:
-        self.index(view).insert(decision.node, request.prefix)
