@@ -43,7 +43,8 @@ def test_paper_defaults_to_the_flagship_active_set() -> None:
 
 
 def test_unknown_workload_lists_the_known_ones() -> None:
-    with pytest.raises(UnknownWorkloadError, match="known: paper, whales, lowshare, tenants, trace"):
+    known = "known: paper, whales, lowshare, tenants, trace"
+    with pytest.raises(UnknownWorkloadError, match=known):
         make_workload("nope")
 
 
