@@ -94,6 +94,38 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
     raise _TerminatedError()
 
 
+async def _interruptible(
+    args: argparse.Namespace, cluster: LocalCluster, requests: list[SimRequest]
+) -> dict[str, Any]:
+    """``_run``, stopping the cluster's processes first when SIGINT or SIGTERM arrives.
+
+    Killing the processes before unwinding makes every pending gRPC or HTTP call fail at once,
+    so no task can hold up the shutdown waiting on a component that is already gone.
+    """
+    loop = asyncio.get_running_loop()
+    main = asyncio.current_task()
+    received: list[int] = []
+
+    def on_signal(sig: int) -> None:
+        if not received:
+            received.append(sig)
+            cluster.stop()
+            if main is not None:
+                main.cancel()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, on_signal, sig)
+    try:
+        return await _run(args, cluster, requests)
+    except asyncio.CancelledError:
+        if received:
+            raise _TerminatedError() from None
+        raise
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+
+
 def _check(args: argparse.Namespace) -> list[SimRequest]:
     if not args.duration > 0 or args.warmup < 0 or not args.qps > 0 or not args.speedup > 0:
         raise CliError("--duration, --qps and --speedup must be > 0 and --warmup >= 0")
@@ -203,7 +235,7 @@ def _demo(args: argparse.Namespace) -> int:
     started = time.monotonic()
     ok = False
     try:
-        result = asyncio.run(_run(args, cluster, requests))
+        result = asyncio.run(_interruptible(args, cluster, requests))
         ok = True
     except (ClusterError, ProcessExitedError, EmbeddedRedisError, OSError) as exc:
         raise CliError(f"{exc} (logs kept in {log_dir})") from None
