@@ -22,6 +22,7 @@ from agents.metrics import AgentMetrics
 from agents.reporter import Backoff, Reporter
 from agents.scraper import Scraper, ScrapeState
 from cacheroute.v1 import agent_pb2
+from servekit.waiting import wait_event
 
 log = structlog.get_logger("agents.agent")
 
@@ -92,9 +93,7 @@ class Agent:
                     break
                 self._log_transition(previous, state)
                 self.reporter.offer(self.build_report(state))
-                with contextlib.suppress(TimeoutError):
-                    delay = max(0.0, tick + self.interval_s - loop.time())
-                    await asyncio.wait_for(self._stop.wait(), delay)
+                await wait_event(self._stop, tick + self.interval_s - loop.time())
         finally:
             await self.reporter.close(self.build_report(self.scraper.state))
             self._log.info("agent_stopped", leaving_sent=self.reporter.leaving_sent)

@@ -26,6 +26,7 @@ import structlog
 
 from agents.metrics import NodeMetrics
 from cacheroute.v1 import agent_pb2, agent_pb2_grpc
+from servekit.waiting import wait_event
 
 MIN_INTERVAL_MS = 50
 MAX_INTERVAL_MS = 60_000
@@ -138,8 +139,7 @@ class Reporter:
                     self._log.warning("controlplane_stream_lost", error=reason, retry_in_s=delay)
                 else:
                     self._log.info("controlplane_unavailable", error=reason, retry_in_s=delay)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._closing.wait(), delay)
+                await wait_event(self._closing, delay)
             if self._final is not None and self.ever_sent and not self.leaving_sent:
                 with contextlib.suppress(TimeoutError):  # one last try to say goodbye
                     await asyncio.wait_for(self._stream(), self._close_timeout_s)

@@ -19,6 +19,7 @@ from cacheroute.v1 import cluster_pb2
 from controlplane.store.base import ClusterStore, StoreUnavailableError
 from dataplane.metrics import RouterMetrics
 from dataplane.router import Router
+from servekit.waiting import wait_event
 
 log = structlog.get_logger("dataplane.load_watcher")
 
@@ -80,11 +81,7 @@ class LoadWatcher:
 
     async def run(self) -> None:
         while True:
-            # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancel that races a
-            # wake-up, and the loop would then outlive stop().
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.interval_s):
-                    await self._wake.wait()
+            await wait_event(self._wake, self.interval_s)
             self._wake.clear()
             with contextlib.suppress(StoreUnavailableError):
                 await self.sync()

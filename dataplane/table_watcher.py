@@ -43,6 +43,7 @@ from dataplane.protowire import Buffer
 from dataplane.router import Router
 from dataplane.table import RoutingTable, TableError
 from dataplane.table_codec import decode_table
+from servekit.waiting import wait_event
 
 log = structlog.get_logger("dataplane.table_watcher")
 T = TypeVar("T")
@@ -128,11 +129,7 @@ class TableWatcher:
     async def run(self) -> None:
         last_heartbeat = time.monotonic()
         while True:
-            # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancel that races a
-            # wake-up, and the loop would then outlive stop().
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.interval_s):
-                    await self._wake.wait()
+            await wait_event(self._wake, self.interval_s)
             self._wake.clear()
             everything = self._everything or not self._dirty
             pools = None if everything else sorted(self._dirty)
