@@ -15,16 +15,9 @@ from cachectl.admin_client import actor, add_target_flags, connect, duration_tex
 from cachectl.errors import CliError
 from cachectl.output import print_json, print_table
 from cacheroute.v1 import admin_pb2
+from controlplane.nodes import state_of
 
 HEADERS = ("NODE", "ADDRESS", "KIND", "STATE", "LOAD", "RUNNING", "WAITING", "WEIGHT", "REPORT_AGE")
-
-
-def state_of(status: admin_pb2.NodeStatus) -> str:
-    if status.down:
-        return "down"
-    if status.record.draining:
-        return "draining"
-    return "healthy" if status.load.healthy else "unhealthy"
 
 
 def node_rows(nodes: list[admin_pb2.NodeStatus]) -> list[list[object]]:

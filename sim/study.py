@@ -116,6 +116,13 @@ def run_policies(
 def run_single(
     workload: Workload, policy: str, settings: RunSettings, *, qps: float, seed: int
 ) -> RunRecord:
+    return run_task(workload, [policy], settings, qps=qps, seed=seed)[0]
+
+
+def run_task(
+    workload: Workload, policies: Sequence[str], settings: RunSettings, *, qps: float, seed: int
+) -> list[RunRecord]:
+    """One (seed, QPS): generate the stream once, run every policy on it."""
     stream = make_stream(
         workload,
         qps=qps,
@@ -123,7 +130,7 @@ def run_single(
         seed=seed,
         prior_window_s=settings.plan_window_s,
     )
-    return run_policies(stream, [policy], settings, qps=qps, seed=seed)[0]
+    return run_policies(stream, policies, settings, qps=qps, seed=seed)
 
 
 # -- the pool -------------------------------------------------------------------------------------
@@ -135,14 +142,7 @@ def _task(job: tuple[int, float]) -> list[RunRecord]:
     assert _STATE is not None, "worker started without a study"
     workload, policies, settings = _STATE
     seed, qps = job
-    stream = make_stream(
-        workload,
-        qps=qps,
-        duration_s=settings.duration_s,
-        seed=seed,
-        prior_window_s=settings.plan_window_s,
-    )
-    return run_policies(stream, policies, settings, qps=qps, seed=seed)
+    return run_task(workload, policies, settings, qps=qps, seed=seed)
 
 
 def default_jobs() -> int:
