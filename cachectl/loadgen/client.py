@@ -33,7 +33,10 @@ _JSON = {"Content-Type": "application/json"}
 def _engine_error(exc: BaseException) -> str:
     if isinstance(exc, aiohttp.ClientConnectorError):
         return "engine:connect"
-    if isinstance(exc, aiohttp.ServerDisconnectedError | aiohttp.ClientPayloadError):
+    # A reset connection (ECONNRESET from a killed engine) is a plain ClientOSError: the
+    # engine went away mid-request, exactly as a ServerDisconnectedError says.
+    disconnected = aiohttp.ServerDisconnectedError | aiohttp.ClientPayloadError | aiohttp.ClientOSError
+    if isinstance(exc, disconnected):
         return "engine:disconnected"
     return f"engine:{type(exc).__name__}"
 
