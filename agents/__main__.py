@@ -34,15 +34,15 @@ import structlog
 
 from agents import dialects
 from agents.agent import Agent, AgentConfig
-from agents.metrics import AgentMetrics
-from dataplane.names import InvalidNameError, validate_node_id, validate_pool
+from agents.agent_metrics import AgentMetrics
+from dataplane.core.names import InvalidNameError, validate_node_id, validate_pool
 from servekit.flags import (
     RepeatedFlag,
     add_log_flags,
 )
 from servekit.grpc_server import wait_for_signal
 from servekit.logging import configure_logging
-from servekit.metrics import MetricsEndpoint
+from servekit.metrics_endpoint import MetricsEndpoint
 from servekit.settings import SettingsError, add_config_flag, document_env, parse_settings
 from servekit.tls import ClientTlsConfig
 

@@ -18,7 +18,7 @@ import grpc
 import structlog
 
 from agents import dialects
-from agents.metrics import AgentMetrics
+from agents.agent_metrics import AgentMetrics
 from agents.reporter import Backoff, Reporter
 from agents.scraper import Scraper, ScrapeState
 from cacheroute.v1 import agent_pb2

@@ -24,7 +24,7 @@ import time
 import grpc
 import structlog
 
-from agents.metrics import NodeMetrics
+from agents.agent_metrics import NodeMetrics
 from cacheroute.v1 import agent_pb2, agent_pb2_grpc
 from servekit.waiting import wait_event
 

@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 import aiohttp
 
 from agents import dialects, exposition
+from agents.agent_metrics import NodeMetrics
+from agents.counter_rates import NO_RATES, IntervalRates, RateTracker
 from agents.dialects import EngineSample, UnrecognisedMetricsError
 from agents.exposition import ExpositionError
-from agents.metrics import NodeMetrics
-from agents.rates import NO_RATES, IntervalRates, RateTracker
 
 # Ask for the classic text format: with an OpenMetrics Accept header, newer prometheus_client
 # servers may escape names (``sglang:x`` → ``sglang_x``), which would change the dialect.

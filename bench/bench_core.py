@@ -49,10 +49,10 @@ import numpy.typing as npt
 
 from cacheroute.v1 import table_pb2
 from controlplane.planner import PlanInput, build_plan
-from dataplane.policies import Request, make_policy
-from dataplane.table import PlannerParams, RoutingTable, make_table
-from dataplane.table_codec import decode_table, encode_table
-from dataplane.view import LoadView, NodeSet
+from dataplane.core.load_view import LoadView, NodeSet
+from dataplane.core.policies import Request, make_policy
+from dataplane.core.table import PlannerParams, RoutingTable, make_table
+from dataplane.core.table_codec import decode_table, encode_table
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "benchmarks.md"

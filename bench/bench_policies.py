@@ -19,11 +19,11 @@ from collections import Counter
 import numpy as np
 
 from controlplane.planner import PlanInput, build_plan
-from dataplane.keys import hash_key
-from dataplane.policies.base import Request
-from dataplane.policies.registry import POLICIES, make_policy
-from dataplane.table import RoutingTable
-from dataplane.view import LoadView, NodeSet
+from dataplane.core.keys import hash_key
+from dataplane.core.load_view import LoadView, NodeSet
+from dataplane.core.policies.base import Request
+from dataplane.core.policies.registry import POLICIES, make_policy
+from dataplane.core.table import RoutingTable
 
 KEYS = 256
 WARM_KEYS = 128

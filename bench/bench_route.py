@@ -39,12 +39,12 @@ import numpy as np
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from cacheroute.v1 import cluster_pb2, routing_pb2, routing_pb2_grpc, table_pb2
-from controlplane.store import Stores, open_stores
-from controlplane.store.embedded import EmbeddedRedis
-from dataplane.keys import hash_key
-from dataplane.policies import Reason
-from dataplane.table import PlannerParams, RoutingTable, make_table
-from dataplane.table_codec import encode_table, params_to_proto
+from cacheroute_state import Stores, open_stores
+from cacheroute_state.embedded import EmbeddedRedis
+from dataplane.core.keys import hash_key
+from dataplane.core.policies import Reason
+from dataplane.core.table import PlannerParams, RoutingTable, make_table
+from dataplane.core.table_codec import encode_table, params_to_proto
 from servekit.grpc_server import GrpcServer
 from servekit.processes import die_with_parent, free_port
 
@@ -348,7 +348,7 @@ async def swap_run(
 
 
 class PrometheusClientMetrics:
-    """The alternative to dataplane.metrics.PoolMetrics: pre-bound prometheus_client children."""
+    """The alternative to ``router_metrics.PoolMetrics``: pre-bound prometheus_client children."""
 
     def __init__(self, counter: Any, histogram: Any, pool: str) -> None:
         self._children = {r: counter.labels(pool, "cacheroute", r.value) for r in Reason}
@@ -370,13 +370,13 @@ class PrometheusClientMetrics:
 
 def inprocess(table_bytes: bytes) -> dict[str, Any]:
     """Decision path cost with/without metrics; event-loop stall while a 1M table decodes."""
-    from dataplane.metrics import RouterMetrics  # noqa: PLC0415
-    from dataplane.requests import parse_request  # noqa: PLC0415
-    from dataplane.router import Router  # noqa: PLC0415
+    from dataplane.core.decision_encoding import DecisionEncoder  # noqa: PLC0415
+    from dataplane.core.route_input import parse_request  # noqa: PLC0415
+    from dataplane.core.router import Router  # noqa: PLC0415
+    from dataplane.core.table_codec import decode_table  # noqa: PLC0415
+    from dataplane.router_metrics import RouterMetrics  # noqa: PLC0415
     from dataplane.sampler import Sampler  # noqa: PLC0415
-    from dataplane.table_codec import decode_table  # noqa: PLC0415
     from dataplane.table_watcher import decode_for  # noqa: PLC0415
-    from dataplane.wire import DecisionEncoder  # noqa: PLC0415
 
     table = decode_table(table_bytes)
     reqs = requests_for(seed=2)[:20000]

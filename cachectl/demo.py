@@ -40,8 +40,8 @@ from cachectl.localcluster.cluster import ClusterError, ClusterSpec, LocalCluste
 from cachectl.localcluster.processes import ProcessExitedError
 from cachectl.localcluster.report import plan_dict, plan_lines, side_by_side
 from cachectl.output import print_json
-from controlplane.store.embedded import EmbeddedRedisError
-from sim.engine import LLAMA_70B, PROFILES
+from cacheroute_state.embedded import EmbeddedRedisError
+from sim.engine_model import LLAMA_70B, PROFILES
 from sim.types import SimRequest
 
 DEFAULT_DURATION_S = 70.0  # measured seconds over both phases: the demo takes ≈ 2 minutes

@@ -20,7 +20,7 @@ from typing import Any
 from cachectl import plan_offline, plan_online
 from cachectl.admin_client import add_target_flags
 from cachectl.errors import CliError
-from dataplane.table import PLACEMENTS
+from dataplane.core.table import PLACEMENTS
 
 Register = Callable[[Any], None]
 

@@ -19,11 +19,11 @@ from cachectl.errors import CliError
 from cachectl.output import print_json
 from cachectl.rates_file import read_rates
 from controlplane.planner import PlanError, PlanInput, build_plan
-from dataplane.keys import InvalidKeyError, hash_key, prompt_blocks, validate_key
-from dataplane.policies import Request, UnknownPolicyError, make_policy
-from dataplane.table import MAX_NODES, RoutingTable, TableError
-from dataplane.table_codec import decode_table, encode_table
-from dataplane.view import LoadView, NodeSet
+from dataplane.core.keys import InvalidKeyError, hash_key, prompt_blocks, validate_key
+from dataplane.core.load_view import LoadView, NodeSet
+from dataplane.core.policies import Request, UnknownPolicyError, make_policy
+from dataplane.core.table import MAX_NODES, RoutingTable, TableError
+from dataplane.core.table_codec import decode_table, encode_table
 
 # -- build ------------------------------------------------------------------------------------
 

@@ -28,7 +28,7 @@ from cachectl.admin_client import actor as actor_of
 from cachectl.errors import CliError
 from cachectl.output import print_json, print_table
 from cacheroute.v1 import admin_pb2, cluster_pb2, table_pb2
-from dataplane.names import VERSION_PATTERN
+from dataplane.core.names import VERSION_PATTERN
 
 # Flags of the offline ``plan build`` that mean nothing to a live build.
 OFFLINE_ONLY_BUILD_FLAGS = ("num_nodes", "nodes", "out", "weights")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from cachectl.output import format_table
-from dataplane.table import RoutingTable
+from dataplane.core.table import RoutingTable
 
 
 def summary(table: RoutingTable) -> dict[str, Any]:

@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from cachectl.errors import CliError
-from dataplane.keys import InvalidKeyError, hash_key, validate_key
-from dataplane.table import F64Array, U64Array
+from dataplane.core.keys import InvalidKeyError, hash_key, validate_key
+from dataplane.core.table import F64Array, U64Array
 
 HEADER = ("key", "rate")
 

@@ -23,11 +23,11 @@ from typing import Any
 
 from cachectl.errors import CliError
 from cachectl.output import print_json, print_table
-from dataplane.policies.registry import POLICIES
+from dataplane.core.policies.registry import POLICIES
 from sim import presets
 from sim.calibration import single_destination_knee
 from sim.cluster import DEFAULT_SNAPSHOT_S, DEFAULT_TIMEOUT_S
-from sim.engine import PROFILES, EngineProfile, UnknownProfileError, get_profile
+from sim.engine_model import PROFILES, EngineProfile, UnknownProfileError, get_profile
 from sim.planning import DEFAULT_PLAN_WINDOW_S, DEFAULT_SLOTS_PER_NODE, placement_of
 from sim.plot import plot
 from sim.report import key_of, study_document, summarize_policies, table_rows

@@ -8,9 +8,9 @@ from collections.abc import Sequence
 
 import structlog
 
+from cacheroute_state.embedded import EmbeddedRedisError
 from controlplane.config import ControlPlaneConfig, parse_config
 from controlplane.server import ControlPlane
-from controlplane.store.embedded import EmbeddedRedisError
 from servekit.grpc_server import run_until_signal
 from servekit.logging import configure_logging
 from servekit.settings import SettingsError

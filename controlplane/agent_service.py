@@ -18,13 +18,13 @@ import grpc
 import structlog
 
 from cacheroute.v1 import agent_pb2, agent_pb2_grpc
+from cacheroute_state import Stores
+from cacheroute_state.interfaces import StoreError
 from controlplane.agent_sessions import AgentSession, join
+from controlplane.controlplane_metrics import ControlPlaneMetrics
 from controlplane.errors import ShuttingDownError
-from controlplane.metrics import ControlPlaneMetrics
 from controlplane.nodes import Liveness
 from controlplane.rpc import status_for
-from controlplane.store import Stores
-from controlplane.store.base import StoreError
 
 log = structlog.get_logger("controlplane.agents")
 

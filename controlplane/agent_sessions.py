@@ -13,11 +13,11 @@ different address (two agents configured with one id).
 from __future__ import annotations
 
 from cacheroute.v1 import agent_pb2, cluster_pb2
+from cacheroute_state import Stores
+from cacheroute_state.interfaces import ReportRecord
 from controlplane.errors import NodeIdTakenError, StreamSupersededError
 from controlplane.nodes import Liveness, is_down, validate_address, validate_weight
-from controlplane.store import Stores
-from controlplane.store.base import ReportRecord
-from dataplane.names import validate_node_id, validate_pool
+from dataplane.core.names import validate_node_id, validate_pool
 
 
 class AgentSession:

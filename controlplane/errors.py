@@ -1,4 +1,4 @@
-"""The control plane's domain errors (the store's are in :mod:`controlplane.store.base`).
+"""The control plane's domain errors (the store's are in :mod:`cacheroute_state.interfaces`).
 
 Servicers map them to gRPC status codes in :mod:`controlplane.rpc`::
 

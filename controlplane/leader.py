@@ -16,9 +16,9 @@ import time
 
 import structlog
 
+from cacheroute_state.interfaces import LeaseStore, StoreUnavailableError
 from controlplane.config import LEADER_LEASE
-from controlplane.metrics import ControlPlaneMetrics
-from controlplane.store.base import LeaseStore, StoreUnavailableError
+from controlplane.controlplane_metrics import ControlPlaneMetrics
 
 SAFETY = 0.8
 log = structlog.get_logger("controlplane.leader")

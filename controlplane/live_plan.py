@@ -5,7 +5,7 @@ stored, never activated: activation is an operator's rollout (after ``plan diff`
 and later the shadow gate), so a bad estimate cannot reach the routers on its own.
 
 Inputs: destinations are the pool's nodes that are healthy and not draining (weights from their
-records); rates are :func:`controlplane.rate_tracker.current_rates`; ``q_cap`` defaults to the
+records); rates are :func:`controlplane.key_rate_tracker.current_rates`; ``q_cap`` defaults to the
 configured one, and when that is 0 to the mean per-destination rate (total rate / destinations),
 so no key gets more than one destination's fair share per replica. The estimator's unattributed
 traffic (the cold tail of keys never reported as heavy hitters) is added to the plan's
@@ -23,16 +23,16 @@ import time
 from dataclasses import dataclass, replace
 
 from cacheroute.v1 import admin_pb2
+from cacheroute_state import Stores
+from controlplane.controlplane_metrics import ControlPlaneMetrics
 from controlplane.errors import PreconditionError
-from controlplane.metrics import ControlPlaneMetrics
+from controlplane.key_rate_tracker import current_rates
 from controlplane.nodes import Liveness, effective_weight, list_statuses
 from controlplane.planner import PlanInput, build_plan
 from controlplane.plans import metadata_for, store_plan
-from controlplane.rate_tracker import current_rates
-from controlplane.store import Stores
-from dataplane.names import validate_pool
-from dataplane.table import PLACEMENTS, RoutingTable
-from dataplane.table_codec import encode_table
+from dataplane.core.names import validate_pool
+from dataplane.core.table import PLACEMENTS, RoutingTable
+from dataplane.core.table_codec import encode_table
 
 
 @dataclass(frozen=True)

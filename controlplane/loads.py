@@ -13,10 +13,10 @@ the decisions they made after it as their in-flight correction.
 from __future__ import annotations
 
 from cacheroute.v1 import admin_pb2, cluster_pb2
-from controlplane.metrics import NODE_STATES, ControlPlaneMetrics
+from cacheroute_state import Stores
+from cacheroute_state.interfaces import ReportRecord
+from controlplane.controlplane_metrics import NODE_STATES, ControlPlaneMetrics
 from controlplane.nodes import Liveness, node_status, state_of
-from controlplane.store import Stores
-from controlplane.store.base import ReportRecord
 
 
 def observed_at(

@@ -8,10 +8,10 @@ from typing import Any
 import grpc
 
 from cacheroute.v1 import admin_pb2, admin_pb2_grpc, cluster_pb2
-from controlplane.metrics import ControlPlaneMetrics
+from cacheroute_state import Stores
+from controlplane.controlplane_metrics import ControlPlaneMetrics
 from controlplane.nodes import Liveness, add_static_node, list_statuses, remove_node, set_draining
 from controlplane.rpc import actor_of, handle
-from controlplane.store import Stores
 
 Context = grpc.aio.ServicerContext[Any, Any]
 

@@ -21,10 +21,10 @@ import math
 from dataclasses import dataclass
 
 from cacheroute.v1 import admin_pb2, cluster_pb2
+from cacheroute_state import Stores
+from cacheroute_state.interfaces import ReportRecord
 from controlplane.errors import NodeIdTakenError, NodeNotFoundError
-from controlplane.store import Stores
-from controlplane.store.base import ReportRecord
-from dataplane.names import validate_node_id, validate_pool
+from dataplane.core.names import validate_node_id, validate_pool
 
 
 class InvalidAddressError(ValueError):

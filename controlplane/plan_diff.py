@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from cacheroute.v1 import admin_pb2
-from dataplane.table import RoutingTable
+from dataplane.core.table import RoutingTable
 
 
 def _tag(node_id: str) -> int:

@@ -9,16 +9,16 @@ from typing import Any
 import grpc
 
 from cacheroute.v1 import admin_pb2, admin_pb2_grpc, cluster_pb2, table_pb2
+from cacheroute_state import Stores
+from controlplane.controlplane_metrics import ControlPlaneMetrics
 from controlplane.errors import NotBuiltError
 from controlplane.live_plan import BuildRequest, PlanDefaults, build_live_plan
-from controlplane.metrics import ControlPlaneMetrics
 from controlplane.nodes import Liveness
 from controlplane.plan_diff import diff_plans
 from controlplane.plans import get_plan, import_plan, list_plans, read_plan, rollback, rollout
 from controlplane.rpc import actor_of, handle
 from controlplane.status import cluster_status
-from controlplane.store import Stores
-from dataplane.table_codec import decode_table
+from dataplane.core.table_codec import decode_table
 
 Context = grpc.aio.ServicerContext[Any, Any]
 DEFAULT_MOVES = 20

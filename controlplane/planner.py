@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from dataplane.table import (
+from dataplane.core.table import (
     MAX_NODES,
     PLACEMENTS,
     F64Array,

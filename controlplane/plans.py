@@ -14,12 +14,17 @@ import asyncio
 import datetime
 
 from cacheroute.v1 import admin_pb2, cluster_pb2, table_pb2
+from cacheroute_state import Stores
+from cacheroute_state.interfaces import ConflictError, PlanNotFoundError
 from controlplane.errors import PreconditionError
-from controlplane.store import Stores
-from controlplane.store.base import ConflictError, PlanNotFoundError
-from dataplane.names import validate_pool, validate_version
-from dataplane.table import RoutingTable
-from dataplane.table_codec import decode_table, params_to_proto, stats_to_proto, table_from_proto
+from dataplane.core.names import validate_pool, validate_version
+from dataplane.core.table import RoutingTable
+from dataplane.core.table_codec import (
+    decode_table,
+    params_to_proto,
+    stats_to_proto,
+    table_from_proto,
+)
 
 DEFAULT_LIST_LIMIT = 50
 DEFAULT_TOP_KEYS = 10

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from cacheroute.v1 import cluster_pb2
-from dataplane.table import F64Array, U64Array
+from dataplane.core.table import F64Array, U64Array
 
 MIN_RATE = 1e-3  # requests/s below which a key is forgotten
 _MAGIC = b"CRR1"

@@ -8,6 +8,13 @@ from typing import TypeVar
 import grpc
 import structlog
 
+from cacheroute_state.interfaces import (
+    ConflictError,
+    PlanMismatchError,
+    PlanNotFoundError,
+    StoreUnavailableError,
+)
+from controlplane.controlplane_metrics import ControlPlaneMetrics
 from controlplane.errors import (
     NodeIdTakenError,
     NodeNotFoundError,
@@ -15,13 +22,6 @@ from controlplane.errors import (
     PreconditionError,
     ShuttingDownError,
     StreamSupersededError,
-)
-from controlplane.metrics import ControlPlaneMetrics
-from controlplane.store.base import (
-    ConflictError,
-    PlanMismatchError,
-    PlanNotFoundError,
-    StoreUnavailableError,
 )
 
 T = TypeVar("T")

@@ -24,22 +24,22 @@ from collections.abc import Awaitable, Callable
 import structlog
 
 from cacheroute.v1 import admin_pb2, admin_pb2_grpc, agent_pb2, agent_pb2_grpc
+from cacheroute_state import Stores, open_stores
+from cacheroute_state.embedded import EmbeddedRedis
+from cacheroute_state.interfaces import StoreUnavailableError
 from controlplane.agent_service import AgentServicer
 from controlplane.config import ControlPlaneConfig
+from controlplane.controlplane_metrics import ControlPlaneMetrics
 from controlplane.errors import PreconditionError
+from controlplane.key_rate_tracker import RateTracker
 from controlplane.leader import LeaderElector
 from controlplane.live_plan import BuildRequest, PlanDefaults, build_live_plan
 from controlplane.loads import LoadPublisher
-from controlplane.metrics import ControlPlaneMetrics
 from controlplane.node_service import NodeServicer
 from controlplane.nodes import Liveness
 from controlplane.plan_service import PlanServicer
-from controlplane.rate_tracker import RateTracker
-from controlplane.store import Stores, open_stores
-from controlplane.store.base import StoreUnavailableError
-from controlplane.store.embedded import EmbeddedRedis
 from servekit.grpc_server import GrpcServer
-from servekit.metrics import MetricsEndpoint
+from servekit.metrics_endpoint import MetricsEndpoint
 
 log = structlog.get_logger("controlplane")
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from cacheroute.v1 import admin_pb2
+from cacheroute_state import Stores
 from controlplane.config import LEADER_LEASE
 from controlplane.nodes import Liveness, list_statuses
-from controlplane.store import Stores
-from dataplane.names import validate_pool
+from dataplane.core.names import validate_pool
 
 
 async def pool_status(

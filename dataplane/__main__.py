@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import structlog
 
-from dataplane.policies import POLICIES
+from dataplane.core.policies import POLICIES
 from dataplane.server import RouterConfig, RouterServer, default_router_id
 from servekit.flags import add_log_flags, add_server_tls_flags, server_tls
 from servekit.grpc_server import run_until_signal

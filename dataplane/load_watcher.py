@@ -16,9 +16,9 @@ import structlog
 from google.protobuf.message import DecodeError
 
 from cacheroute.v1 import cluster_pb2
-from controlplane.store.base import ClusterStore, StoreUnavailableError
-from dataplane.metrics import RouterMetrics
-from dataplane.router import Router
+from cacheroute_state.interfaces import ClusterStore, StoreUnavailableError
+from dataplane.core.router import Router
+from dataplane.router_metrics import RouterMetrics
 from servekit.waiting import wait_event
 
 log = structlog.get_logger("dataplane.load_watcher")

@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING
 import structlog
 
 from cacheroute.v1 import cluster_pb2
-from controlplane.store.base import StoreUnavailableError, TelemetryStore
-from dataplane.requests import RouteInput
+from cacheroute_state.interfaces import StoreUnavailableError, TelemetryStore
+from dataplane.core.route_input import RouteInput
 
 if TYPE_CHECKING:
-    from dataplane.router import Outcome
+    from dataplane.core.router import Outcome
 
 log = structlog.get_logger("dataplane.sampler")
 

@@ -31,18 +31,18 @@ from dataclasses import dataclass, field
 import structlog
 
 from cacheroute.v1 import routing_pb2
-from controlplane.store import Stores, open_stores
-from controlplane.store.base import StoreUnavailableError
+from cacheroute_state import Stores, open_stores
+from cacheroute_state.interfaces import StoreUnavailableError
+from cacheroute_state.redis_table_fetch import ChunkedTableFetcher
+from dataplane.core.router import Router
 from dataplane.load_watcher import LoadWatcher
-from dataplane.metrics import RouterMetrics
-from dataplane.router import Router
+from dataplane.router_metrics import RouterMetrics
 from dataplane.sampler import Sampler, SampleReporter
 from dataplane.servicer import RouterServicer, add_to_server
-from dataplane.table_fetch import ChunkedTableFetcher
 from dataplane.table_watcher import TableWatcher
 from dataplane.traffic import TrafficReporter
 from servekit.grpc_server import GrpcServer
-from servekit.metrics import MetricsEndpoint
+from servekit.metrics_endpoint import MetricsEndpoint
 from servekit.tls import TlsConfig
 
 log = structlog.get_logger("dataplane.server")
@@ -92,7 +92,7 @@ class RouterConfig:
 
 
 class RouterServer:
-    """Wires a :class:`~dataplane.router.Router` to gRPC, Redis and Prometheus."""
+    """Wires a :class:`~dataplane.core.router.Router` to gRPC, Redis and Prometheus."""
 
     def __init__(self, config: RouterConfig) -> None:
         self.config = config

@@ -18,10 +18,10 @@ from typing import Any, NoReturn
 import grpc
 
 from cacheroute.v1 import routing_pb2
-from dataplane.metrics import RouterMetrics
-from dataplane.requests import InvalidRequestError, parse_batch, parse_request
-from dataplane.router import NoDestinationError, RouteError, Router, UnknownPoolError
-from dataplane.wire import DecisionEncoder, batch_response, passthrough
+from dataplane.core.decision_encoding import DecisionEncoder, batch_response, passthrough
+from dataplane.core.route_input import InvalidRequestError, parse_batch, parse_request
+from dataplane.core.router import NoDestinationError, RouteError, Router, UnknownPoolError
+from dataplane.router_metrics import RouterMetrics
 
 MAX_BATCH = 1000
 SERVICE = "cacheroute.v1.RouterService"
@@ -39,11 +39,11 @@ def _status(exc: Exception) -> grpc.StatusCode:
 
 
 class RouterServicer:
-    """The thin adapter between gRPC and :class:`~dataplane.router.Router`.
+    """The thin adapter between gRPC and :class:`~dataplane.core.router.Router`.
 
-    Handlers return wire bytes (:mod:`dataplane.wire`); :func:`add_to_server` registers them with
-    the generated request parsers and a pass-through response serializer, so clients see the plain
-    ``RouterService`` of routing.proto.
+    Handlers return wire bytes (:mod:`dataplane.core.decision_encoding`); :func:`add_to_server`
+    registers them with the generated request parsers and a pass-through response serializer, so
+    clients see the plain ``RouterService`` of routing.proto.
     """
 
     def __init__(self, router: Router, metrics: RouterMetrics, policy: str) -> None:

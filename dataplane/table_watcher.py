@@ -6,11 +6,12 @@ The loop, as an xDS client does it:
    (all pools; this tick also re-reads the store's pool set).
 2. Per pool, read the active pointer. Nothing to do when it names what the pool serves, or the
    generation this router already rejected.
-3. Otherwise fetch the table bytes (in slices, :mod:`dataplane.table_fetch`), then decode,
-   validate and verify the content hash on a dedicated worker thread at a lower OS priority
+3. Otherwise fetch the table bytes (in slices, :mod:`cacheroute_state.redis_table_fetch`), then
+   decode, validate and verify the content hash on a dedicated worker thread at a lower OS
+   priority
    (`table_codec.decode_table` keeps the GIL free for the big arrays), check the pool and the
    version against the pointer, bind the table to the pool's membership and swap one reference
-   (:meth:`dataplane.router.Router.install_table`); the replaced table is freed on that thread.
+   (:meth:`dataplane.core.router.Router.install_table`); the replaced table is freed on that thread.
 4. Write a ``RouterAck``: accepted, or a NACK with the ``TableError`` text while the last good
    table keeps serving. A rejected (generation, version) is remembered, so it is not fetched again
    every tick; the next pointer move is tried afresh.
@@ -36,13 +37,13 @@ from typing import TypeVar
 import structlog
 
 from cacheroute.v1 import cluster_pb2
-from controlplane.store.base import ClusterStore, PlanStore, StoreUnavailableError
-from dataplane.metrics import RouterMetrics
-from dataplane.names import POOL_PATTERN
-from dataplane.protowire import Buffer
-from dataplane.router import Router
-from dataplane.table import RoutingTable, TableError
-from dataplane.table_codec import decode_table
+from cacheroute_state.interfaces import ClusterStore, PlanStore, StoreUnavailableError
+from dataplane.core.names import POOL_PATTERN
+from dataplane.core.protobuf_fields import Buffer
+from dataplane.core.router import Router
+from dataplane.core.table import RoutingTable, TableError
+from dataplane.core.table_codec import decode_table
+from dataplane.router_metrics import RouterMetrics
 from servekit.waiting import wait_event
 
 log = structlog.get_logger("dataplane.table_watcher")

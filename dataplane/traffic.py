@@ -31,7 +31,7 @@ from typing import NamedTuple
 import structlog
 
 from cacheroute.v1 import cluster_pb2
-from controlplane.store.base import StoreUnavailableError, TelemetryStore
+from cacheroute_state.interfaces import StoreUnavailableError, TelemetryStore
 
 FOLD_EVERY = 1024
 log = structlog.get_logger("dataplane.traffic")

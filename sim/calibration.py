@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sim.cluster import ClusterConfig, simulate
-from sim.engine import EngineProfile
+from sim.engine_model import EngineProfile
 from sim.node import Job, Node
 from sim.types import BLOCK_TOKENS, SimRequest, Workload
 

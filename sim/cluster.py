@@ -25,13 +25,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dataplane.policies import Policy, Request, make_policy
-from dataplane.table import RoutingTable
-from dataplane.view import LoadView, NodeSet
-from sim.engine import EngineProfile
+from dataplane.core.load_view import LoadView, NodeSet
+from dataplane.core.policies import Policy, Request, make_policy
+from dataplane.core.table import RoutingTable
+from sim.engine_model import EngineProfile
 from sim.kvcache import PrefixCache
-from sim.metrics import RunMetrics, summarize
 from sim.node import Job, Node
+from sim.run_results import RunMetrics, summarize
 from sim.types import SimRequest
 
 DEFAULT_SNAPSHOT_S = 0.25

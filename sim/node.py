@@ -19,7 +19,7 @@ import heapq
 from collections import deque
 from collections.abc import Callable
 
-from sim.engine import EngineProfile
+from sim.engine_model import EngineProfile
 from sim.kvcache import PrefixCache
 from sim.types import SimRequest
 

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from controlplane.planner import PlanInput, build_plan
-from dataplane.policies.registry import POLICIES
-from dataplane.table import RoutingTable
+from dataplane.core.policies.registry import POLICIES
+from dataplane.core.table import RoutingTable
 from sim.types import SimRequest, Workload
 
 DEFAULT_PLAN_WINDOW_S = 60.0

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from sim.engine import LLAMA_8B, LLAMA_70B, QWEN_32B
+from sim.engine_model import LLAMA_8B, LLAMA_70B, QWEN_32B
 
 PAPER_LADDER = (30.0, 60.0, 80.0, 100.0, 120.0, 140.0, 160.0, 180.0, 220.0, 300.0)
 DEFAULT_SLOS = (3.5, 5.0)

@@ -15,10 +15,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from dataplane.table import RoutingTable
+from dataplane.core.table import RoutingTable
 from sim.cluster import DEFAULT_SNAPSHOT_S, DEFAULT_TIMEOUT_S, ClusterConfig, simulate
-from sim.engine import EngineProfile
-from sim.metrics import RunMetrics
+from sim.engine_model import EngineProfile
 from sim.planning import (
     DEFAULT_PLAN_WINDOW_S,
     DEFAULT_SLOTS_PER_NODE,
@@ -27,6 +26,7 @@ from sim.planning import (
     placement_of,
     plan_for,
 )
+from sim.run_results import RunMetrics
 from sim.types import Workload
 
 DEFAULT_DURATION_S = 75.0

@@ -33,7 +33,7 @@ from servekit.flags import (
 from servekit.grpc_server import wait_for_signal
 from servekit.logging import configure_logging
 from servekit.settings import SettingsError, add_config_flag, document_env, parse_settings
-from sim.engine import DEFAULT_PROFILE, PROFILES, get_profile
+from sim.engine_model import DEFAULT_PROFILE, PROFILES, get_profile
 from simengine.server import EngineOptions, EngineServer, split_listen
 
 log = structlog.get_logger("simengine")
@@ -58,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--profile",
         default=DEFAULT_PROFILE,
         choices=sorted(PROFILES),
-        help=f"engine cost and capacity profile (sim/engine.py; default {DEFAULT_PROFILE})",
+        help=f"engine cost and capacity profile (sim/engine_model.py; default {DEFAULT_PROFILE})",
     )
     p.add_argument(
         "--speedup",

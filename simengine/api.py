@@ -5,7 +5,7 @@
   decode steps complete, then (with ``stream_options.include_usage``) a usage chunk, then
   ``data: [DONE]``.
 * ``GET /v1/models``: the served model. ``GET /health``: 200 while the engine runs.
-* ``GET /metrics``: Prometheus text, vLLM v1 names (:mod:`simengine.metrics`).
+* ``GET /metrics``: Prometheus text, vLLM v1 names (:mod:`simengine.vllm_metrics`).
 * ``POST /reset_prefix_cache`` (admin, vLLM's endpoint of the same name): drop every cached
   block; 409 while requests are in flight.
 
@@ -26,8 +26,6 @@ from typing import Any
 
 from aiohttp import web
 
-from simengine.engine import RequestTooLargeError, SimEngine, Ticket
-from simengine.metrics import EngineMetrics
 from simengine.protocol import (
     ApiError,
     ParsedRequest,
@@ -38,6 +36,8 @@ from simengine.protocol import (
     usage,
     usage_chunk,
 )
+from simengine.realtime_engine import RequestTooLargeError, SimEngine, Ticket
+from simengine.vllm_metrics import EngineMetrics
 
 _CLIENT_GONE = (ConnectionError,)  # includes aiohttp's ClientConnectionResetError
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"

@@ -1,7 +1,7 @@
-"""OpenAI request bodies → :class:`~simengine.engine.EngineRequest`, and the response bodies.
+"""OpenAI request bodies → :class:`~simengine.realtime_engine.EngineRequest`, and the responses.
 
 Token accounting of a text prompt: the engine has no tokenizer, so a prompt's blocks are
-``dataplane.keys.prompt_blocks`` over the *whole* UTF-8 prompt (64-byte chained blocks ≈ 16
+``dataplane.core.keys.prompt_blocks`` over the *whole* UTF-8 prompt (64-byte chained blocks ≈ 16
 tokens, the routers' own prefix blocks) and its token count is ``ceil(bytes / 4)`` (≈ 4 bytes per
 token for English text), which keeps ``blocks == ceil(tokens / 16)``. A prompt of token ids
 (``[1, 2, 3]``) counts exactly: one block per 16 ids, chained the same way. A chat request's
@@ -29,9 +29,9 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-from dataplane.keys import chain_block, prompt_blocks
+from dataplane.core.keys import chain_block, prompt_blocks
 from sim.types import BLOCK_TOKENS
-from simengine.engine import EngineRequest
+from simengine.realtime_engine import EngineRequest
 
 BYTES_PER_TOKEN = 4
 DEFAULT_MAX_TOKENS = 16

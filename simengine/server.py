@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from sim.engine import EngineProfile
+from sim.engine_model import EngineProfile
 from simengine.api import EngineApi
-from simengine.engine import SimEngine
+from simengine.realtime_engine import SimEngine
 
 SHUTDOWN_TIMEOUT_S = 2.0  # in-flight handlers get this long to finish once the engine stopped
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from controlplane.store import Stores, open_stores
-from controlplane.store.embedded import EmbeddedRedis
+from cacheroute_state import Stores, open_stores
+from cacheroute_state.embedded import EmbeddedRedis
 
 TRACES = Path(__file__).resolve().parent.parent.parent / "shared" / "traces"
 

@@ -35,7 +35,9 @@ def _engine_error(exc: BaseException) -> str:
         return "engine:connect"
     # A reset connection (ECONNRESET from a killed engine) is a plain ClientOSError: the
     # engine went away mid-request, exactly as a ServerDisconnectedError says.
-    disconnected = aiohttp.ServerDisconnectedError | aiohttp.ClientPayloadError | aiohttp.ClientOSError
+    disconnected = (
+        aiohttp.ServerDisconnectedError | aiohttp.ClientPayloadError | aiohttp.ClientOSError
+    )
     if isinstance(exc, disconnected):
         return "engine:disconnected"
     return f"engine:{type(exc).__name__}"

@@ -30,8 +30,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from cachectl.localcluster.processes import ManagedProcess, python_module, stop_all
 from cacheroute.v1 import admin_pb2, admin_pb2_grpc, cluster_pb2, routing_pb2, routing_pb2_grpc
-from controlplane.store.embedded import EmbeddedRedis, EmbeddedRedisError
-from sim.engine import LLAMA_70B
+from cacheroute_state.embedded import EmbeddedRedis, EmbeddedRedisError
+from sim.engine_model import LLAMA_70B
 
 HOST = "127.0.0.1"
 AGENT_GRACE_S = 3.0

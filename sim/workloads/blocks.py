@@ -1,7 +1,7 @@
 """Fast deterministic synthetic block ids for simulated prompts.
 
 The simulator compares prompts only through ``SimRequest.blocks``: equal leading ids mean an equal
-cached prefix. Real routers hash prompt *bytes* (``dataplane.keys.prompt_blocks``, BLAKE2b); a
+cached prefix. Real routers hash prompt *bytes* (``dataplane.core.keys.prompt_blocks``, BLAKE2b); a
 simulated prompt has no bytes, so its block ids are **synthetic**: integers mixed with splitmix64
 from an abstract description of the content. They are never compared with key hashes or with
 ``prompt_blocks`` output, and BLAKE2b per block would be ~50x too slow for a capacity study that

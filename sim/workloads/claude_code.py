@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from dataplane.keys import hash_key
+from dataplane.core.keys import hash_key
 from sim.types import SimRequest
 from sim.workloads.blocks import I64, gc_paused, mix, mix_int, sub_blocks, to_tuples
 from sim.workloads.mooncake import TraceError

@@ -13,7 +13,8 @@ quantiles, not samples, so the population is the same in every run and seed; ran
 only in which key each request belongs to.
 
 Keys are named ``biz-000000`` (most popular) to ``biz-128823`` and hashed with the one key hash
-(``dataplane.keys.hash_key``), so a plan built in the simulator routes the same keys a router would.
+(``dataplane.core.keys.hash_key``), so a plan built in the simulator routes the same keys a
+router would.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from statistics import NormalDist
 import numpy as np
 import numpy.typing as npt
 
-from dataplane.keys import hash_key
+from dataplane.core.keys import hash_key
 from sim.workloads.stats import gini, top_share
 
 F64 = npt.NDArray[np.float64]

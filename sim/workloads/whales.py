@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dataplane.keys import hash_key
+from dataplane.core.keys import hash_key
 from sim.types import SimRequest
 from sim.workloads.arrivals import AZURE_CONV, BOOTSTRAP_BLOCK, GAMMA_CV, ArrivalProcess
 from sim.workloads.paper import PaperStream, generate

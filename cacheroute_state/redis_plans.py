@@ -1,0 +1,200 @@
+"""PlanStore on Redis: immutable versions, a CAS-moved active pointer, audit stream, hints."""
+
+from __future__ import annotations
+
+import time
+
+import redis.asyncio as aioredis
+
+from cacheroute.v1 import cluster_pb2, table_pb2
+from cacheroute_state import schema
+from cacheroute_state.interfaces import (
+    ConflictError,
+    PlanMismatchError,
+    PlanNotFoundError,
+    PlanStore,
+)
+from cacheroute_state.redis_base import blob, text, unavailable_on_redis_error
+
+AUDIT_MAXLEN = 10_000
+PREVIOUS_KEPT = 100
+
+# KEYS: plan, meta, plans-zset. ARGV: table bytes, meta bytes, created_at ms, version.
+# Returns nil when stored, else the already stored metadata.
+_PUT_PLAN = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return redis.call('GET', KEYS[2]) end
+redis.call('SET', KEYS[1], ARGV[1])
+redis.call('SET', KEYS[2], ARGV[2])
+redis.call('ZADD', KEYS[3], ARGV[3], ARGV[4])
+return false
+"""
+
+# KEYS: active, plans-zset, previous, audit. ARGV: version, expected generation, pointer bytes,
+# audit bytes, hint channel, new generation. Returns {1, gen} | {0, current} | {-1, current}.
+_MOVE_ACTIVE = f"""
+local current = tonumber(redis.call('HGET', KEYS[1], 'generation') or '0')
+if current ~= tonumber(ARGV[2]) then return {{0, current}} end
+if not redis.call('ZSCORE', KEYS[2], ARGV[1]) then return {{-1, current}} end
+local previous = redis.call('HGET', KEYS[1], 'version')
+redis.call('HSET', KEYS[1], 'generation', ARGV[6], 'version', ARGV[1], 'pb', ARGV[3])
+if previous and previous ~= ARGV[1] then
+  redis.call('LPUSH', KEYS[3], previous)
+  redis.call('LTRIM', KEYS[3], 0, {PREVIOUS_KEPT - 1})
+end
+redis.call('XADD', KEYS[4], 'MAXLEN', '~', '{AUDIT_MAXLEN}', '*', 'e', ARGV[4])
+redis.call('PUBLISH', ARGV[5], ARGV[6])
+return {{1, tonumber(ARGV[6])}}
+"""
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class RedisPlanStore(PlanStore):
+    def __init__(self, client: aioredis.Redis) -> None:
+        self._redis = client
+        self._put_plan = client.register_script(_PUT_PLAN)
+        self._move_active = client.register_script(_MOVE_ACTIVE)
+
+    @unavailable_on_redis_error
+    async def put_plan(
+        self, table_bytes: bytes, meta: table_pb2.PlanMetadata
+    ) -> tuple[table_pb2.PlanMetadata, bool]:
+        pool, version = meta.pool, meta.version
+        keys = [schema.plan_key(pool, version), schema.meta_key(pool, version)]
+        keys.append(schema.pool_key(pool, "plans"))
+        args: list[bytes | str | int] = [
+            table_bytes,
+            meta.SerializeToString(),
+            meta.created_at_unix_ms,
+            version,
+        ]
+        existing = await self._put_plan(keys=keys, args=args)
+        await self.add_pool(pool)
+        if existing is None:
+            return meta, True
+        stored = table_pb2.PlanMetadata.FromString(blob(existing))
+        if stored.content_hash != meta.content_hash:
+            raise PlanMismatchError(
+                f"version {version} is stored with content {stored.content_hash[:16]}…, "
+                f"not {meta.content_hash[:16]}…"
+            )
+        return stored, False
+
+    @unavailable_on_redis_error
+    async def get_table_bytes(self, pool: str, version: str) -> bytes | None:
+        data = await self._redis.get(schema.plan_key(pool, version))
+        return None if data is None else blob(data)
+
+    @unavailable_on_redis_error
+    async def get_metadata(self, pool: str, version: str) -> table_pb2.PlanMetadata | None:
+        data = await self._redis.get(schema.meta_key(pool, version))
+        return None if data is None else table_pb2.PlanMetadata.FromString(blob(data))
+
+    @unavailable_on_redis_error
+    async def update_metadata(self, meta: table_pb2.PlanMetadata) -> None:
+        key = schema.meta_key(meta.pool, meta.version)
+        if not await self._redis.set(key, meta.SerializeToString(), xx=True):
+            raise PlanNotFoundError(f"plan {meta.version} not found in pool {meta.pool}")
+
+    @unavailable_on_redis_error
+    async def list_plans(self, pool: str, limit: int) -> list[table_pb2.PlanMetadata]:
+        versions: list[bytes] = await self._redis.zrevrange(  # type: ignore[assignment]
+            schema.pool_key(pool, "plans"), 0, limit - 1
+        )
+        if not versions:
+            return []
+        raw = await self._redis.mget([schema.meta_key(pool, text(v)) for v in versions])
+        return [table_pb2.PlanMetadata.FromString(blob(d)) for d in raw if d is not None]
+
+    @unavailable_on_redis_error
+    async def get_active(self, pool: str) -> cluster_pb2.ActivePointer | None:
+        data = await self._redis.hget(schema.pool_key(pool, "active"), "pb")
+        return None if data is None else cluster_pb2.ActivePointer.FromString(blob(data))
+
+    @unavailable_on_redis_error
+    async def move_active(
+        self,
+        pool: str,
+        version: str,
+        *,
+        expected_generation: int,
+        actor: str,
+        action: str,
+        detail: str = "",
+    ) -> cluster_pb2.ActivePointer:
+        now = _now_ms()
+        current = await self.get_active(pool)
+        generation = expected_generation + 1
+        pointer = cluster_pb2.ActivePointer(
+            pool=pool,
+            version=version,
+            generation=generation,
+            updated_at_unix_ms=now,
+            actor=actor,
+            action=action,
+        )
+        event = cluster_pb2.AuditEvent(
+            at_unix_ms=now,
+            actor=actor,
+            action=action,
+            pool=pool,
+            from_version=current.version if current else "",
+            to_version=version,
+            generation=generation,
+            detail=detail,
+        )
+        keys = [schema.pool_key(pool, part) for part in ("active", "plans", "previous", "audit")]
+        args: list[bytes | str | int] = [
+            version,
+            expected_generation,
+            pointer.SerializeToString(),
+            event.SerializeToString(),
+            schema.table_channel(pool),
+            generation,
+        ]
+        status, observed = await self._move_active(keys=keys, args=args)
+        if status == 1:
+            return pointer
+        latest = await self.get_active(pool)
+        if status == 0:
+            raise ConflictError(
+                f"pool {pool}: the active pointer is at generation {observed}, not "
+                f"{expected_generation} (moved by {latest.actor if latest else '?'}); re-read "
+                "and retry",
+                latest,
+            )
+        raise PlanNotFoundError(f"plan {version} not found in pool {pool}")
+
+    @unavailable_on_redis_error
+    async def previous_versions(self, pool: str, limit: int = 10) -> list[str]:
+        raw = await self._redis.lrange(schema.pool_key(pool, "previous"), 0, limit - 1)
+        return [text(v) for v in raw]
+
+    @unavailable_on_redis_error
+    async def append_audit(self, event: cluster_pb2.AuditEvent) -> None:
+        await self._redis.xadd(
+            schema.pool_key(event.pool, "audit"),
+            {"e": event.SerializeToString()},
+            maxlen=AUDIT_MAXLEN,
+            approximate=True,
+        )
+
+    @unavailable_on_redis_error
+    async def read_audit(self, pool: str, count: int) -> list[cluster_pb2.AuditEvent]:
+        entries = await self._redis.xrevrange(schema.pool_key(pool, "audit"), count=count) or []
+        return [
+            cluster_pb2.AuditEvent.FromString(blob(fields[b"e"]))
+            for _, fields in reversed(entries)
+            if fields is not None
+        ]
+
+    @unavailable_on_redis_error
+    async def pools(self) -> list[str]:
+        return sorted(text(p) for p in await self._redis.smembers(schema.POOLS_KEY))
+
+    @unavailable_on_redis_error
+    async def add_pool(self, pool: str) -> None:
+        if await self._redis.sadd(schema.POOLS_KEY, pool):
+            await self._redis.publish(schema.POOLS_CHANNEL, pool)

@@ -1,0 +1,174 @@
+"""What a routing policy sees: membership, per-node load with in-flight correction, the table.
+
+Load is the last snapshot's running + waiting requests per node plus this router's own decisions
+made after the snapshot was observed (the in-flight correction), so a burst between two load
+polls does not all land on the node that looked idle. A decision stops counting once a snapshot
+observed after it arrives (the snapshot now includes it) or after ``correction_horizon_s`` (so a
+router cut off from snapshots does not inflate loads forever).
+
+The same class serves the live router (wall-clock seconds) and the simulator (simulated seconds):
+every time argument is in the caller's clock.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from dataplane.core.table import RoutingTable
+
+
+class NoEligibleNodeError(RuntimeError):
+    """No node is healthy and undrained, so nothing can be routed."""
+
+
+class NodeSet:
+    """Immutable membership: ids and addresses in a fixed index order.
+
+    Policies and load views index nodes by position here; a membership change makes a new
+    NodeSet (and policies that cache per-node structures notice by identity).
+    """
+
+    __slots__ = ("addresses", "ids", "index")
+
+    def __init__(self, ids: Sequence[str], addresses: Sequence[str] | None = None) -> None:
+        if len(set(ids)) != len(ids):
+            raise ValueError("node ids are not unique")
+        if addresses is not None and len(addresses) != len(ids):
+            raise ValueError(f"{len(addresses)} addresses for {len(ids)} nodes")
+        self.ids: tuple[str, ...] = tuple(ids)
+        self.addresses: tuple[str, ...] = tuple(addresses) if addresses else self.ids
+        self.index: dict[str, int] = {node: i for i, node in enumerate(self.ids)}
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __repr__(self) -> str:
+        return f"NodeSet({list(self.ids)!r})"
+
+
+@dataclass(frozen=True, eq=False)
+class BoundTable:
+    """A routing table with its destinations translated into a NodeSet's index space.
+
+    ``to_node[m]`` is the NodeSet index of table destination ``m``, or -1 when that destination is
+    not a member any more (it is then treated like an unhealthy member).
+    """
+
+    table: RoutingTable
+    nodes: NodeSet
+    to_node: tuple[int, ...]
+
+    def destinations(self, key_hash: int) -> list[int] | None:
+        """NodeSet indices of a warm key's destination set (-1 for departed members)."""
+        members = self.table.destinations(key_hash)
+        if members is None:
+            return None
+        to_node = self.to_node
+        return [to_node[m] for m in members]
+
+
+def bind_table(table: RoutingTable, nodes: NodeSet) -> BoundTable:
+    index = nodes.index
+    return BoundTable(table, nodes, tuple(index.get(node, -1) for node in table.node_ids))
+
+
+class LoadView:
+    """Per-node load (snapshot + in-flight correction), health, drain state and the table."""
+
+    def __init__(
+        self,
+        nodes: NodeSet,
+        *,
+        table: RoutingTable | None = None,
+        correction_horizon_s: float = 5.0,
+        max_pending: int = 1_000_000,
+    ) -> None:
+        size = len(nodes)
+        self.nodes = nodes
+        self.loads: list[float] = [0.0] * size  # snapshot + correction: what policies compare
+        self.healthy: list[bool] = [True] * size
+        self.draining: list[bool] = [False] * size
+        # healthy and not draining; replaced (never mutated) on a change, so policies may cache
+        # per-object derivations such as a bitmask
+        self.eligible_nodes: tuple[int, ...] = tuple(range(size))
+        self.table: BoundTable | None = None
+        self.snapshot_observed_at = float("-inf")
+        self._base: list[float] = [0.0] * size
+        self._pending: deque[tuple[float, int]] = deque()
+        self._horizon = correction_horizon_s
+        self._max_pending = max_pending
+        if table is not None:
+            self.set_table(table)
+
+    # -- what policies read -------------------------------------------------------------------
+
+    def is_eligible(self, node: int) -> bool:
+        return node >= 0 and self.healthy[node] and not self.draining[node]
+
+    def in_flight(self, node: int) -> int:
+        """Decisions for ``node`` still counted as correction."""
+        return sum(1 for _, n in self._pending if n == node)
+
+    # -- what routers and the simulator write -------------------------------------------------
+
+    def record(self, node: int, now: float) -> None:
+        """Count a decision for ``node`` made at ``now`` until a snapshot reflects it."""
+        self.loads[node] += 1.0
+        pending = self._pending
+        pending.append((now, node))
+        if pending[0][0] < now - self._horizon or len(pending) > self._max_pending:
+            self._expire(now - self._horizon)
+
+    def apply_snapshot(
+        self,
+        observed_at: float,
+        loads: Sequence[float],
+        *,
+        healthy: Sequence[bool] | None = None,
+        draining: Sequence[bool] | None = None,
+    ) -> None:
+        """Install loads observed at ``observed_at`` (aligned with ``nodes``)."""
+        if len(loads) != len(self.nodes):
+            raise ValueError(f"{len(loads)} loads for {len(self.nodes)} nodes")
+        if observed_at < self.snapshot_observed_at:
+            return  # an older snapshot arriving late would undo newer information
+        self.snapshot_observed_at = observed_at
+        self._base = [float(x) for x in loads]
+        pending = self._pending
+        while pending and pending[0][0] <= observed_at:
+            pending.popleft()  # the snapshot already counts these decisions
+        self._recompute_loads()
+        if healthy is not None or draining is not None:
+            self.set_states(healthy=healthy, draining=draining)
+
+    def set_states(
+        self, *, healthy: Sequence[bool] | None = None, draining: Sequence[bool] | None = None
+    ) -> None:
+        if healthy is not None:
+            self.healthy = [bool(x) for x in healthy]
+        if draining is not None:
+            self.draining = [bool(x) for x in draining]
+        self.eligible_nodes = tuple(
+            i for i in range(len(self.nodes)) if self.healthy[i] and not self.draining[i]
+        )
+
+    def set_table(self, table: RoutingTable | None) -> None:
+        """Swap the table (one reference assignment after binding)."""
+        self.table = None if table is None else bind_table(table, self.nodes)
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _expire(self, cutoff: float) -> None:
+        pending = self._pending
+        loads = self.loads
+        while pending and (pending[0][0] <= cutoff or len(pending) > self._max_pending):
+            _, node = pending.popleft()
+            loads[node] -= 1.0
+
+    def _recompute_loads(self) -> None:
+        loads = list(self._base)
+        for _, node in self._pending:
+            loads[node] += 1.0
+        self.loads = loads

@@ -1,0 +1,14 @@
+"""Routing policies: one small unit each, one explicit registry (:mod:`.registry`)."""
+
+from dataplane.core.policies.base import Decision, Policy, Reason, Request
+from dataplane.core.policies.registry import POLICIES, UnknownPolicyError, make_policy
+
+__all__ = [
+    "POLICIES",
+    "Decision",
+    "Policy",
+    "Reason",
+    "Request",
+    "UnknownPolicyError",
+    "make_policy",
+]

@@ -1,0 +1,286 @@
+"""cachectl against a real control plane: plans, nodes, status; refusals exit 2 with one line."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import structlog
+
+from cachectl.admin_client import age_text, duration_text
+from cachectl.main import main
+from cacheroute.v1 import cluster_pb2
+from cacheroute_state import Stores
+from controlplane.server import ControlPlane
+from dataplane.core.table_codec import encode_table
+from tests.support.controlplane import fast_config, running, traffic
+from tests.support.factories import metadata_for, small_plan
+
+pytestmark = [pytest.mark.redis, pytest.mark.grpc]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def quiet_server_logs() -> Iterator[None]:
+    """The in-process control plane logs elsewhere than the CLI output under test."""
+    with open(os.devnull, "w") as sink:
+        structlog.configure(logger_factory=structlog.PrintLoggerFactory(file=sink))
+        yield
+    structlog.reset_defaults()
+
+
+@pytest.fixture
+async def plane(redis_url: str, quiet_server_logs: None) -> AsyncIterator[ControlPlane]:
+    async with running(fast_config(redis_url)) as started:
+        yield started
+
+
+def run_main(argv: list[str]) -> int:
+    """``main(argv)``, with argparse's exits turned into a status (it runs in a worker thread)."""
+    try:
+        return main(argv)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else 2
+
+
+class Cli:
+    """Runs ``cachectl`` in-process (off the event loop, which serves the control plane)."""
+
+    def __init__(self, plane: ControlPlane, capsys: pytest.CaptureFixture[str]) -> None:
+        self.target = plane.address
+        self.capsys = capsys
+
+    async def run(self, *argv: str) -> tuple[int, str, str]:
+        self.capsys.readouterr()
+        args = [*argv, "--target", self.target, "--actor", "tester"]
+        code = await asyncio.to_thread(run_main, args)
+        out, err = self.capsys.readouterr()
+        return code, out, err
+
+    async def ok(self, *argv: str) -> str:
+        code, out, err = await self.run(*argv)
+        assert code == 0, err
+        return out
+
+    async def json(self, *argv: str) -> Any:
+        return json.loads(await self.ok(*argv, "--json"))
+
+    async def refused(self, *argv: str) -> str:
+        code, out, err = await self.run(*argv)
+        assert code == 2, out
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("cachectl: error: "), err
+        return lines[0]
+
+
+@pytest.fixture
+def cli(plane: ControlPlane, capsys: pytest.CaptureFixture[str]) -> Cli:
+    return Cli(plane, capsys)
+
+
+def write_plan(tmp_path: Path, seed: int) -> tuple[Path, str]:
+    table = small_plan(seed=seed)
+    path = tmp_path / f"plan-{seed}.pb"
+    path.write_bytes(encode_table(table))
+    return path, table.version
+
+
+async def test_nodes_add_list_drain_undrain_remove(cli: Cli, stores: Stores) -> None:
+    out = await cli.ok("nodes", "add", "gpu-1", "--address", "10.0.0.1:8000", "--weight", "2")
+    assert "gpu-1" in out
+    await cli.ok("nodes", "add", "gpu-2", "--address", "10.0.0.2:8000")
+    table = (await cli.ok("nodes", "list")).splitlines()
+    assert table[0].split()[:4] == ["NODE", "ADDRESS", "KIND", "STATE"]
+    assert table[1].split()[:4] == ["gpu-1", "10.0.0.1:8000", "static", "healthy"]
+    drained = await cli.json("nodes", "drain", "gpu-2")
+    assert drained["record"]["draining"] is True
+    assert "draining" in (await cli.ok("nodes", "list")).splitlines()[2]
+    await cli.ok("nodes", "undrain", "gpu-2")
+    listed = await cli.json("nodes", "list")
+    assert [(n["record"]["node_id"], n["record"]["draining"]) for n in listed["nodes"]] == [
+        ("gpu-1", False),
+        ("gpu-2", False),
+    ]
+    assert (await cli.json("nodes", "remove", "gpu-1"))["removed"] is True
+    assert "not registered" in await cli.refused("nodes", "remove", "gpu-1")
+    audit = await stores.plans.read_audit("default", 10)
+    assert {e.actor for e in audit} == {"tester"}
+
+
+async def test_server_refusals_exit_2_with_one_line(cli: Cli) -> None:
+    line = await cli.refused("nodes", "add", "bad id", "--address", "h:1")
+    assert "INVALID_ARGUMENT" in line and "node id" in line
+    assert "port" in await cli.refused("nodes", "add", "n1", "--address", "h:0")
+    assert "pool" in await cli.refused("nodes", "list", "--pool", "Bad Pool")
+    assert "NOT_FOUND" in await cli.refused("nodes", "drain", "ghost")
+
+
+async def test_unreachable_target_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    code = await asyncio.to_thread(
+        run_main, ["status", "--target", "127.0.0.1:1", "--timeout", "2"]
+    )
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1
+    assert "cannot reach the control plane at 127.0.0.1:1" in err[0]
+
+
+async def test_status_shows_pointer_routers_and_nodes(cli: Cli, stores: Stores) -> None:
+    table = small_plan(seed=1)
+    version = table.version
+    await stores.plans.put_plan(encode_table(table), metadata_for(table))
+    await stores.plans.move_active(
+        "default", version, expected_generation=0, actor="tester", action="rollout"
+    )
+    await cli.ok("nodes", "add", "n1", "--address", "h:1")
+    await stores.cluster.put_ack(
+        cluster_pb2.RouterAck(
+            router_id="r1", pool="default", version=version, generation=1, accepted=True
+        )
+    )
+    await stores.cluster.put_ack(
+        cluster_pb2.RouterAck(router_id="r2", pool="default", version=version, generation=1,
+                              reason="set member out of range")
+    )  # fmt: skip
+    out = await cli.ok("status")
+    assert f"pool default: active {version} generation 1 (rollout by tester" in out
+    assert "routers: 1 of 2 applied generation 1" in out
+    assert "NACK" in out and "set member out of range" in out
+    assert "n1" in out
+    status = await cli.json("status")
+    assert status["pools"][0]["active"]["generation"] == "1"  # proto3 JSON: uint64 as text
+    assert status["leader_id"] == "cp-test"
+
+
+async def test_plan_import_list_show_diff(cli: Cli, tmp_path: Path) -> None:
+    first, v1 = write_plan(tmp_path, 1)
+    second, v2 = write_plan(tmp_path, 2)
+    assert v1 in await cli.ok("plan", "import", str(first), "--note", "from the csv")
+    imported = await cli.json("plan", "import", str(second))
+    assert imported["metadata"]["version"] == v2 and imported["metadata"]["created_by"] == "tester"
+    listing = (await cli.ok("plan", "list")).splitlines()
+    assert listing[0] == "pool default: no active plan"
+    assert [row.split()[0] for row in listing[2:]] == [v2, v1]
+    shown = await cli.ok("plan", "show", v1, "--top", "3")
+    assert "KEY" in shown and "key-" in shown
+    as_json = await cli.json("plan", "show", v1)
+    assert as_json["summary"]["metadata"]["note"] == "from the csv"
+    assert len(as_json["top_keys"]) == 10
+    diff = await cli.json("plan", "diff", v1, v2)
+    assert diff["from_version"] == v1 and 0 <= diff["churn"] <= 1
+    assert "churn" in await cli.ok("plan", "diff", v1, v2)
+
+
+async def test_plan_rollout_rollback_and_conflicts(cli: Cli, tmp_path: Path) -> None:
+    versions = []
+    for seed in (1, 2, 3):
+        path, version = write_plan(tmp_path, seed)
+        await cli.ok("plan", "import", str(path))
+        versions.append(version)
+    v1, v2, v3 = versions
+    assert "generation 1" in await cli.ok("plan", "rollout", v1)
+    pointer = await cli.json("plan", "rollout", v2, "--expect-generation", "1")
+    assert (pointer["version"], pointer["generation"]) == (v2, "2")
+    line = await cli.refused("plan", "rollout", v3, "--expect-generation", "1")
+    assert "FAILED_PRECONDITION" in line and "generation 2" in line and "tester" in line
+    back = await cli.ok("plan", "rollback", "--reason", "bad plan")
+    assert f"active {v1} generation 3 (rollback by tester" in back
+    assert f"active {v3} generation 4" in await cli.ok("plan", "rollback", "--to", v3)
+    missing = await cli.refused("plan", "rollout", "p0123456789abcdef")
+    assert "NOT_FOUND" in missing
+    assert "INVALID_ARGUMENT" in await cli.refused("plan", "rollout", "latest")
+    listed = await cli.json("plan", "list")
+    assert listed["active"]["version"] == v3 and listed["active"]["generation"] == "4"
+
+
+async def test_plan_shadow_says_it_is_not_built(cli: Cli, tmp_path: Path) -> None:
+    path, version = write_plan(tmp_path, 1)
+    await cli.ok("plan", "import", str(path))
+    line = await cli.refused("plan", "shadow", version)
+    assert "UNIMPLEMENTED" in line and "not built yet" in line
+
+
+async def test_a_plan_built_offline_imports_and_shows_online(cli: Cli, tmp_path: Path) -> None:
+    rates = tmp_path / "rates.csv"
+    rates.write_text("key,rate\nacme/bot,40\nglobex/app,12\ninitech,3\n")
+    out = tmp_path / "plan.pb"
+    built = await cli.json(
+        "plan", "build", "--rates", str(rates), "--num-nodes", "3", "--q-cap", "10",
+        "--slots-per-node", "2", "--out", str(out),
+    )  # fmt: skip
+    stored = await cli.json("plan", "import", str(out))
+    assert stored["metadata"]["version"] == built["version"]
+    shown = await cli.json("plan", "show", built["version"])
+    assert shown["top_keys"][0]["key"] == "acme/bot"
+    assert len(shown["top_keys"][0]["node_ids"]) == 3  # 40 req/s at q_cap 10: capped at R = 3
+    assert "acme/bot" in await cli.ok("plan", "show", str(out))  # a file stays offline
+
+
+async def test_plan_import_rejects_a_file_that_is_not_a_plan(cli: Cli, tmp_path: Path) -> None:
+    junk = tmp_path / "junk.pb"
+    junk.write_bytes(b"\xff\xff\xff\xff")
+    assert "not a plan file" in await cli.refused("plan", "import", str(junk))
+    assert "cannot read" in await cli.refused("plan", "import", str(tmp_path / "missing.pb"))
+
+
+async def test_plan_build_online_uses_live_rates(cli: Cli, stores: Stores) -> None:
+    line = await cli.refused("plan", "build")
+    assert "FAILED_PRECONDITION" in line and "no healthy" in line
+    await cli.ok("nodes", "add", "n1", "--address", "h:1")
+    await cli.ok("nodes", "add", "n2", "--address", "h:2")
+    for router in ("r1", "r2"):
+        await stores.telemetry.add_traffic(traffic(router, 0, {"hot": 300, "warm": 30}, total=400))
+    built = await cli.json("plan", "build", "--slots-per-node", "2")
+    meta = built["metadata"]
+    assert meta["source"] == "live" and meta["created_by"] == "tester" and not built["active"]
+    assert "roll it out with" in await cli.ok("plan", "build", "--q-cap", "100")
+    assert "--rates is required with --out" in await cli.refused("plan", "build", "--out", "x.pb")
+
+
+async def test_plan_show_tells_a_missing_file_from_a_stored_version(
+    cli: Cli, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert "no such plan file" in await cli.refused("plan", "show", "plan.pb")
+    line = await cli.refused("plan", "show", "p0123456789abcdef")
+    assert "no such plan file, and the control-plane at" in line
+    assert "has no stored version p0123456789abcdef in pool default" in line
+    code = await asyncio.to_thread(
+        run_main, ["plan", "show", "p0123456789abcdef", "--target", "127.0.0.1:1"]
+    )
+    err = capsys.readouterr().err
+    assert code == 2 and "no such plan file, and no control-plane answered at 127.0.0.1:1" in err
+
+
+async def test_cachectl_subprocess_against_a_running_control_plane(plane: ControlPlane) -> None:
+    env = {**os.environ, "CACHEROUTE_TARGET": plane.address}
+
+    async def run(*argv: str) -> tuple[int, str, str]:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "cachectl", *argv, cwd=ROOT, env=env,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        out, err = await asyncio.wait_for(proc.communicate(), 30)
+        assert proc.returncode is not None
+        return proc.returncode, out.decode(), err.decode()
+
+    code, out, _ = await run("nodes", "add", "n1", "--address", "h:1")
+    assert code == 0 and "n1" in out
+    code, out, _ = await run("status")
+    assert code == 0 and out.startswith("leader: cp-test")
+    code, out, err = await run("nodes", "drain", "nobody")
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("cachectl: error: NOT_FOUND: node nobody")
+
+
+def test_ages_are_compact() -> None:
+    assert duration_text(850) == "850ms"
+    assert duration_text(12_000) == "12s"
+    assert duration_text(5 * 60_000) == "5m"
+    assert duration_text(3 * 3_600_000 + 5) == "3h"
+    assert age_text(0) == "-"
+    assert age_text(1_000, now_ms=61_000) == "1m"

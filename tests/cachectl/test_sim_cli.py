@@ -1,0 +1,110 @@
+"""``cachectl sim run | capacity | ablation`` end to end on a tiny workload, and flag errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cachectl import sim_cmd
+from cachectl.main import main
+from tests.sim.test_sim_tiny import TinyWorkload
+
+
+@pytest.fixture
+def tiny(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sim_cmd, "load_workload", lambda args, preset: TinyWorkload())
+
+
+SMALL = ["--workload", "tiny", "--nodes", "4", "--q-cap", "3"]
+
+
+def test_run_prints_one_json_object_with_the_headline_metrics(
+    tiny: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["sim", "run", *SMALL, "--policy", "cacheroute", "--qps", "20", "--duration", "20"]
+    assert main([*argv, "--seed", "1", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    for field in ("requests", "kv_hit", "ttft_p50_s", "ttft_p99_s", "imbalance", "failures"):
+        assert field in out
+    assert out["requests"] > 0 and 0.0 < out["kv_hit"] < 1.0 and out["q_cap"] == 3.0
+
+
+def test_run_measures_q_cap_when_not_given(tiny: None, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["sim", "run", "--workload", "tiny", "--nodes", "4", "--policy", "cacheroute"]
+    assert main([*argv, "--qps", "20", "--duration", "20", "--seed", "1", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert "single-destination knee" in captured.err
+    assert json.loads(captured.out)["q_cap"] > 0.5
+
+
+def test_capacity_writes_results_json_and_a_plot(
+    tiny: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out, png = tmp_path / "cap.json", tmp_path / "cap.png"
+    argv = ["sim", "capacity", *SMALL, "--policies", "flat,cacheroute", "--ladder", "10,20,400"]
+    argv += ["--seeds", "1,2", "--duration", "30", "--jobs", "2"]
+    assert main([*argv, "--ref-qps", "20", "--json", str(out), "--plot", str(png)]) == 0
+    table = capsys.readouterr().out
+    assert "cap@3.5s" in table and "cacheroute" in table
+    document: dict[str, Any] = json.loads(out.read_text())
+    results = {r["policy"]: r for r in document["results"]}
+    assert set(results) == {"flat", "cacheroute"}
+    for result in results.values():
+        assert set(result["capacity"]) == set(result["capacity_ci95"]) == {"3.5", "5"}
+        assert "20" in result["p99_ttft_s"] and "censored" in result
+        assert 0.0 <= result["kv_hit"] <= 1.0 and result["imbalance"] >= 1.0
+        assert result["capacity"]["5"] == 20.0  # 400 QPS on 4 nodes diverges
+    assert len(document["runs"]) == 2 * 3 * 2
+    assert png.stat().st_size > 1000
+
+
+def test_ablation_runs_the_four_mechanism_steps(
+    tiny: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["sim", "ablation", *SMALL, "--ladder", "10,20", "--seeds", "1", "--duration", "20"]
+    assert main([*argv, "--jobs", "1"]) == 0
+    table = capsys.readouterr().out
+    for policy in ("flat", "affinity_only", "replicate_random", "cacheroute"):
+        assert policy in table
+
+
+RUN = ["run", "--policy", "flat", "--qps", "1", "--duration", "5", "--seed", "1"]
+CAP = ["capacity", "--policies", "flat"]
+
+
+@pytest.mark.parametrize(
+    ("extra", "flag"),
+    [
+        (["run", "--policy", "nope", "--qps", "1", "--duration", "5", "--seed", "1"], "--policy"),
+        (["run", "--policy", "flat", "--qps", "0", "--duration", "5", "--seed", "1"], "--qps"),
+        ([*RUN[:5], "--duration", "-5", "--seed", "1"], "--duration"),
+        ([*RUN, "--kv-blocks", "0"], "--kv-blocks"),
+        ([*RUN, "--warmup", "9"], "--warmup"),
+        (["capacity", "--policies", "flat,nope"], "--policies"),
+        ([*CAP, "--ladder", "10,x"], "--ladder"),
+        ([*CAP, "--ladder", "10,20", "--ref-qps", "15"], "--ref-qps"),
+        ([*CAP, "--ladder", "10", "--slo", "0"], "--slo"),
+        ([*CAP, "--ladder", "10", "--seeds", "a"], "--seeds"),
+        (CAP, "--ladder"),  # tiny has no preset ladder
+    ],
+)
+def test_bad_flags_exit_2_naming_the_flag(
+    tiny: None, capsys: pytest.CaptureFixture[str], extra: list[str], flag: str
+) -> None:
+    argv = ["sim", extra[0], "--workload", "tiny", *extra[1:]]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("cachectl: error: ") and flag in err
+
+
+def test_unknown_workloads_and_options_are_flag_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["sim", "run", "--policy", "flat", "--qps", "1", "--duration", "5", "--seed", "1"]
+    assert main([*base, "--workload", "nope"]) == 2
+    assert "--workload nope" in capsys.readouterr().err
+    assert main([*base, "--workload", "paper", "--option", "colour=blue"]) == 2
+    assert "colour" in capsys.readouterr().err
+    assert main([*base, "--workload", "paper", "--option", "novalue"]) == 2
+    assert "--option" in capsys.readouterr().err

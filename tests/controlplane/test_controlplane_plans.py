@@ -1,0 +1,308 @@
+"""PlanService over real gRPC: import, list, show, diff, build, rollout, rollback, status."""
+
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+import pytest
+
+from cacheroute.v1 import admin_pb2, cluster_pb2, table_pb2
+from cacheroute_state import Stores
+from dataplane.core.keys import hash_key
+from dataplane.core.table_codec import table_to_proto
+from tests.support.controlplane import (
+    Clients,
+    clients,
+    eventually,
+    fast_config,
+    running,
+    traffic,
+)
+from tests.support.factories import small_plan
+
+pytestmark = [pytest.mark.redis, pytest.mark.grpc]
+
+
+async def refused(call: object, code: grpc.StatusCode) -> str:
+    """Await an RPC that must fail with ``code``; returns its message."""
+    with pytest.raises(grpc.aio.AioRpcError) as raised:
+        await call  # type: ignore[misc]
+    assert raised.value.code() == code, raised.value.details()
+    details = raised.value.details() or ""
+    assert details
+    return details
+
+
+async def import_small(
+    c: Clients, seed: int, *, pool: str = "default", actor: str = "alice"
+) -> str:
+    table = table_to_proto(small_plan(pool, seed=seed))
+    summary = await c.plans.ImportPlan(admin_pb2.ImportPlanRequest(table=table, actor=actor))
+    return summary.metadata.version
+
+
+async def test_import_is_validated_idempotent_and_audited_once(
+    redis_url: str, stores: Stores
+) -> None:
+    async with running(fast_config(redis_url)) as plane, clients(plane.address) as c:
+        table = small_plan("blue", seed=1)
+        request = admin_pb2.ImportPlanRequest(table=table_to_proto(table), actor="alice", note="n")
+        first = await c.plans.ImportPlan(request)
+        again = await c.plans.ImportPlan(request)
+        assert first.metadata.version == again.metadata.version == table.version
+        assert first.metadata.pool == "blue" and first.metadata.source == "import"
+        assert first.metadata.created_by == "alice" and not first.active
+        assert first.metadata.stats.admitted_keys == table.num_keys
+        audit = await stores.plans.read_audit("blue", 10)
+        assert [(e.action, e.actor, e.to_version) for e in audit] == [
+            ("import", "alice", table.version)
+        ]
+
+
+async def test_import_refuses_bad_tables_with_invalid_argument(redis_url: str) -> None:
+    async with running(fast_config(redis_url)) as plane, clients(plane.address) as c:
+        good = table_to_proto(small_plan(seed=1))
+        garbage = table_pb2.RoutingTable()
+        garbage.CopyFrom(good)
+        garbage.key_hashes = b"\x01\x02\x03"  # not a multiple of 8 bytes
+        tampered = table_pb2.RoutingTable()
+        tampered.CopyFrom(good)
+        tampered.node_ids[0] = "someone-else"  # content no longer matches the version
+        bad_pool = table_to_proto(small_plan("Bad.Pool", seed=1))
+        cases = [
+            (garbage, "key_hashes"),
+            (tampered, "hash"),
+            (bad_pool, "pool"),
+            (table_pb2.RoutingTable(), "no table"),
+        ]
+        for table, word in cases:
+            message = await refused(
+                c.plans.ImportPlan(admin_pb2.ImportPlanRequest(table=table)),
+                grpc.StatusCode.INVALID_ARGUMENT,
+            )
+            assert word in message
+
+
+async def test_list_show_and_diff(redis_url: str) -> None:
+    async with running(fast_config(redis_url)) as plane, clients(plane.address) as c:
+        v1 = await import_small(c, 1)
+        v2 = await import_small(c, 2)
+        listed = await c.plans.ListPlans(admin_pb2.ListPlansRequest())
+        assert [p.metadata.version for p in listed.plans] == [v2, v1]
+        assert not listed.HasField("active")
+
+        shown = await c.plans.GetPlan(admin_pb2.GetPlanRequest(version=v1, top_keys=3))
+        assert shown.summary.metadata.version == v1 and not shown.HasField("table")
+        assert len(shown.top_keys) == 3
+        top = shown.top_keys[0]
+        assert top.key.startswith("key-") and top.key_hash == hash_key(top.key)
+        assert top.rate >= shown.top_keys[1].rate and top.node_ids
+        with_table = await c.plans.GetPlan(admin_pb2.GetPlanRequest(version=v1, include_table=True))
+        assert with_table.table.version == v1 and len(with_table.top_keys) == 10
+
+        diff = await c.plans.DiffPlans(
+            admin_pb2.DiffPlansRequest(from_version=v1, to_version=v2, limit=2)
+        )
+        assert (diff.from_version, diff.to_version) == (v1, v2)
+        either = diff.keys_added + diff.keys_removed + diff.keys_moved + diff.keys_unchanged
+        assert diff.churn == pytest.approx(1 - diff.keys_unchanged / either)
+        assert len(diff.moves) == min(2, diff.keys_moved)
+
+
+async def test_rollout_and_rollback_move_the_pointer_under_new_generations(
+    redis_url: str, stores: Stores
+) -> None:
+    async with running(fast_config(redis_url)) as plane, clients(plane.address) as c:
+        v1, v2 = await import_small(c, 1), await import_small(c, 2)
+        first = await c.plans.Rollout(admin_pb2.RolloutRequest(version=v1, actor="alice"))
+        assert (first.version, first.generation, first.action) == (v1, 1, "rollout")
+        second = await c.plans.Rollout(
+            admin_pb2.RolloutRequest(version=v2, expected_generation=1, actor="bob")
+        )
+        assert (second.version, second.generation) == (v2, 2)
+        back = await c.plans.Rollback(admin_pb2.RollbackRequest(actor="carol", reason="bad"))
+        assert (back.version, back.generation, back.action) == (v1, 3, "rollback")
+        to = await c.plans.Rollback(admin_pb2.RollbackRequest(to_version=v2, actor="dave"))
+        assert (to.version, to.generation) == (v2, 4)
+        listed = await c.plans.ListPlans(admin_pb2.ListPlansRequest())
+        assert listed.active.generation == 4
+        assert [p.active for p in listed.plans] == [True, False]
+        audit = await stores.plans.read_audit("default", 10)
+        moves = [(e.action, e.actor, e.generation) for e in audit if e.generation]
+        assert moves == [
+            ("rollout", "alice", 1),
+            ("rollout", "bob", 2),
+            ("rollback", "carol", 3),
+            ("rollback", "dave", 4),
+        ]
+
+
+async def test_two_concurrent_rollouts_exactly_one_wins(redis_url: str, stores: Stores) -> None:
+    async with running(fast_config(redis_url)) as plane, clients(plane.address) as c:
+        v0, v1, v2 = [await import_small(c, s) for s in (0, 1, 2)]
+        await c.plans.Rollout(admin_pb2.RolloutRequest(version=v0, actor="setup"))
+        calls = [
+            c.plans.Rollout(
+                admin_pb2.RolloutRequest(version=v, expected_generation=1, actor=f"op-{v}")
+            )
+            for v in (v1, v2)
+        ]
+        results = await asyncio.gather(*calls, return_exceptions=True)
+        winners = [r for r in results if isinstance(r, cluster_pb2.ActivePointer)]
+        losers = [r for r in results if isinstance(r, grpc.aio.AioRpcError)]
+        assert len(winners) == 1 and len(losers) == 1
+        assert losers[0].code() == grpc.StatusCode.FAILED_PRECONDITION
+        message = losers[0].details() or ""
+        winner = winners[0]
+        assert "generation 2" in message and winner.version in message
+        assert f"op-{winner.version}" in message and "expected generation 1" in message
+        active = await stores.plans.get_active("default")
+        assert active is not None and (active.version, active.generation) == (winner.version, 2)
+
+
+async def test_stale_expected_generation_is_failed_precondition(redis_url: str) -> None:
+    async with running(fast_config(redis_url)) as plane, clients(plane.address) as c:
+        v1, v2 = await import_small(c, 1), await import_small(c, 2)
+        await c.plans.Rollout(admin_pb2.RolloutRequest(version=v1))
+        await refused(
+            c.plans.Rollout(admin_pb2.RolloutRequest(version=v2, expected_generation=0)),
+            grpc.StatusCode.FAILED_PRECONDITION,
+        )
+        await refused(
+            c.plans.Rollback(admin_pb2.RollbackRequest(to_version=v2, expected_generation=7)),
+            grpc.StatusCode.FAILED_PRECONDITION,
+        )
+
+
+async def test_rollout_of_a_missing_version_is_not_found_and_changes_nothing(
+    redis_url: str, stores: Stores
+) -> None:
+    async with running(fast_config(redis_url)) as plane, clients(plane.address) as c:
+        v1 = await import_small(c, 1)
+        await c.plans.Rollout(admin_pb2.RolloutRequest(version=v1))
+        message = await refused(
+            c.plans.Rollout(admin_pb2.RolloutRequest(version="p0123456789abcdef")),
+            grpc.StatusCode.NOT_FOUND,
+        )
+        assert "p0123456789abcdef" in message
+        await refused(
+            c.plans.Rollout(admin_pb2.RolloutRequest(version="p0123456789abcdef", pool="other")),
+            grpc.StatusCode.NOT_FOUND,
+        )
+        active = await stores.plans.get_active("default")
+        assert active is not None and (active.version, active.generation) == (v1, 1)
+
+
+async def test_bad_names_are_invalid_argument_with_a_message(redis_url: str) -> None:
+    async with running(fast_config(redis_url)) as plane, clients(plane.address) as c:
+        cases = [
+            (c.plans.Rollout(admin_pb2.RolloutRequest(version="v1")), "version"),
+            (c.plans.Rollout(admin_pb2.RolloutRequest(pool="Bad Pool", version="p" + "0" * 16)),
+             "pool"),
+            (c.plans.GetPlan(admin_pb2.GetPlanRequest(version="latest")), "version"),
+            (c.plans.DiffPlans(admin_pb2.DiffPlansRequest(from_version="x", to_version="y")),
+             "version"),
+            (c.plans.ListPlans(admin_pb2.ListPlansRequest(pool="../etc")), "pool"),
+            (c.plans.GetStatus(admin_pb2.GetStatusRequest(pool="{x}")), "pool"),
+            (c.plans.BuildPlan(admin_pb2.BuildPlanRequest(pool="a b")), "pool"),
+            (c.plans.BuildPlan(admin_pb2.BuildPlanRequest(placement="best")), "placement"),
+            (c.plans.Rollback(admin_pb2.RollbackRequest(to_version="old")), "version"),
+        ]  # fmt: skip
+        for call, word in cases:
+            assert word in await refused(call, grpc.StatusCode.INVALID_ARGUMENT)
+
+
+async def test_rollback_without_history_is_failed_precondition(redis_url: str) -> None:
+    async with running(fast_config(redis_url)) as plane, clients(plane.address) as c:
+        message = await refused(
+            c.plans.Rollback(admin_pb2.RollbackRequest()), grpc.StatusCode.FAILED_PRECONDITION
+        )
+        assert "no active plan" in message
+        v1 = await import_small(c, 1)
+        await c.plans.Rollout(admin_pb2.RolloutRequest(version=v1))
+        message = await refused(
+            c.plans.Rollback(admin_pb2.RollbackRequest()), grpc.StatusCode.FAILED_PRECONDITION
+        )
+        assert "--to" in message
+
+
+async def test_shadow_is_unimplemented_with_a_message(redis_url: str) -> None:
+    async with running(fast_config(redis_url)) as plane, clients(plane.address) as c:
+        v1 = await import_small(c, 1)
+        message = await refused(
+            c.plans.ShadowPlan(admin_pb2.ShadowPlanRequest(version=v1)),
+            grpc.StatusCode.UNIMPLEMENTED,
+        )
+        assert "shadow" in message and "not built yet" in message
+
+
+async def test_build_plan_from_two_routers_traffic_admits_the_hot_keys(
+    redis_url: str, stores: Stores
+) -> None:
+    async with running(fast_config(redis_url)) as plane, clients(plane.address) as c:
+        message = await refused(
+            c.plans.BuildPlan(admin_pb2.BuildPlanRequest()), grpc.StatusCode.FAILED_PRECONDITION
+        )
+        assert "no healthy" in message
+        for i in range(3):
+            await c.nodes.AddNode(admin_pb2.AddNodeRequest(node_id=f"n{i}", address=f"h:{i + 1}"))
+        message = await refused(
+            c.plans.BuildPlan(admin_pb2.BuildPlanRequest()), grpc.StatusCode.FAILED_PRECONDITION
+        )
+        assert "no traffic" in message
+
+        cold = {f"cold-{i}": 1 for i in range(20)}
+        for window in range(3):
+            for router in ("r1", "r2"):
+                counts = {"hot-a": 400, "hot-b": 200, "warm": 50, **cold}
+                await stores.telemetry.add_traffic(traffic(router, window, counts, total=1000))
+        built = await c.plans.BuildPlan(
+            admin_pb2.BuildPlanRequest(slots_per_node=1, actor="alice", note="from live")
+        )
+        meta = built.metadata
+        assert meta.source == "live" and meta.created_by == "alice" and not built.active
+        assert meta.params.slots_per_node == 1 and meta.params.placement == "lpt"
+        assert meta.params.q_cap == pytest.approx(200 / 3, rel=1e-3)  # auto: total / nodes
+        assert meta.stats.total_rate == pytest.approx(200, rel=1e-3)  # 2 routers x 1000 / 10 s
+        shown = await c.plans.GetPlan(admin_pb2.GetPlanRequest(version=meta.version))
+        admitted = [k.key for k in shown.top_keys]
+        assert admitted[:2] == ["hot-a", "hot-b"]  # 3 slots: hot-a takes 2 (80/s > q_cap)
+        assert len(shown.top_keys[0].node_ids) == 2
+        assert meta.stats.tail_rate == pytest.approx(200 - 120, rel=1e-3)
+        audit = await stores.plans.read_audit("default", 10)
+        assert audit[-1].action == "build" and audit[-1].actor == "alice"
+
+
+async def test_status_shows_pointer_acks_nodes_and_leader(redis_url: str, stores: Stores) -> None:
+    async with (
+        running(fast_config(redis_url, instance_id="cp-a")) as plane,
+        clients(plane.address) as c,
+    ):
+        v1 = await import_small(c, 1)
+        await c.plans.Rollout(admin_pb2.RolloutRequest(version=v1, actor="alice"))
+        await c.nodes.AddNode(admin_pb2.AddNodeRequest(node_id="n1", address="h:1"))
+        await stores.cluster.put_ack(
+            cluster_pb2.RouterAck(
+                router_id="r1", pool="default", version=v1, generation=1, accepted=True
+            )
+        )
+        await stores.cluster.put_ack(
+            cluster_pb2.RouterAck(
+                router_id="r2", pool="default", version=v1, generation=1, reason="bad table"
+            )
+        )
+
+        async def leading() -> bool:
+            return plane.leader is not None and plane.leader.is_leader
+
+        await eventually(leading)
+        status = await c.plans.GetStatus(admin_pb2.GetStatusRequest())
+        assert status.leader_id == "cp-a" and status.is_leader
+        (pool,) = status.pools
+        assert (pool.pool, pool.active.version, pool.active.generation) == ("default", v1, 1)
+        assert [(r.router_id, r.accepted, r.reason) for r in pool.routers] == [
+            ("r1", True, ""),
+            ("r2", False, "bad table"),
+        ]
+        assert [n.record.node_id for n in pool.nodes] == ["n1"]

@@ -1,0 +1,183 @@
+"""``python -m controlplane`` as a real process: embedded Redis, SIGTERM, failover, restart."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+import redis
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from cacheroute.v1 import admin_pb2, admin_pb2_grpc
+from cacheroute_state import open_stores
+from dataplane.core.table_codec import table_to_proto
+from tests.support.controlplane import traffic
+from tests.support.factories import small_plan
+
+pytestmark = [pytest.mark.redis, pytest.mark.grpc, pytest.mark.slow]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class ControlPlaneProcess:
+    """A control-plane subprocess whose JSON log lines are collected by a thread."""
+
+    def __init__(self, *args: str) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CACHEROUTE_")}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "controlplane", "--listen", "127.0.0.1:0",
+             "--metrics-listen", "127.0.0.1:0", "--load-publish-interval", "0.05",
+             "--rate-update-interval", "0.1", "--shutdown-grace", "1", *args],
+            cwd=ROOT,
+            env=env,
+            stderr=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            text=True,
+        )  # fmt: skip
+        self.lines: queue.Queue[dict[str, Any]] = queue.Queue()
+        self.seen: list[dict[str, Any]] = []
+        threading.Thread(target=self._read, daemon=True).start()
+        serving = self.wait_for("control plane serving")
+        self.address: str = serving["listen"]
+        self.redis_url: str = serving["redis_url"]
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            try:
+                self.lines.put(json.loads(line))
+            except json.JSONDecodeError:
+                self.lines.put({"event": "raw", "line": line})
+
+    def wait_for(self, event: str, timeout: float = 15.0) -> dict[str, Any]:
+        for seen in self.seen:
+            if seen.get("event") == event:
+                return seen
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                line = self.lines.get(timeout=0.1)
+            except queue.Empty:
+                if self.proc.poll() is not None:
+                    break
+                continue
+            self.seen.append(line)
+            if line.get("event") == event:
+                return line
+        raise AssertionError(f"no {event!r} log line; saw {self.seen}")
+
+    def terminate(self, timeout: float = 10.0) -> int:
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(5)
+
+
+@pytest.fixture
+def processes() -> Iterator[list[ControlPlaneProcess]]:
+    started: list[ControlPlaneProcess] = []
+    yield started
+    for process in started:
+        process.kill()
+
+
+def status_of(address: str) -> admin_pb2.ClusterStatus:
+    with grpc.insecure_channel(address) as channel:
+        return admin_pb2_grpc.PlanServiceStub(channel).GetStatus(
+            admin_pb2.GetStatusRequest(), timeout=5
+        )
+
+
+def test_embedded_redis_health_and_sigterm_exit(processes: list[ControlPlaneProcess]) -> None:
+    plane = ControlPlaneProcess()
+    processes.append(plane)
+    embedded = plane.wait_for("started embedded redis")
+    assert embedded["redis_url"] == plane.redis_url and embedded["service"] == "controlplane"
+    with grpc.insecure_channel(plane.address) as channel:
+        health = health_pb2_grpc.HealthStub(channel)
+        for service in ("", "cacheroute.v1.PlanService", "cacheroute.v1.AgentService"):
+            answer = health.Check(health_pb2.HealthCheckRequest(service=service), timeout=5)
+            assert answer.status == health_pb2.HealthCheckResponse.SERVING
+    plane.wait_for("became leader")
+    assert plane.terminate() == 0
+    plane.wait_for("released leadership")
+    plane.wait_for("control plane stopped")
+    with pytest.raises(redis.ConnectionError):  # the embedded server went with it
+        redis.Redis.from_url(plane.redis_url, socket_connect_timeout=0.5).ping()
+
+
+def test_killed_leader_is_replaced_by_the_other_instance(
+    redis_url: str, processes: list[ControlPlaneProcess]
+) -> None:
+    common = ("--redis-url", redis_url, "--leader-lease-ttl", "1")
+    a = ControlPlaneProcess(*common, "--instance-id", "cp-a")
+    processes.append(a)
+    a.wait_for("became leader")
+    b = ControlPlaneProcess(*common, "--instance-id", "cp-b")
+    processes.append(b)
+    assert status_of(b.address).leader_id == "cp-a"
+    a.kill()  # no release: b must wait for the lease to expire
+    killed = time.monotonic()
+    b.wait_for("became leader", timeout=10)
+    assert time.monotonic() - killed < 3.0  # TTL 1 s + one renewal period, with slack
+    status = status_of(b.address)
+    assert status.leader_id == "cp-b" and status.is_leader
+    assert b.terminate() == 0
+
+
+async def test_restart_keeps_plans_pointer_and_rate_state(
+    tmp_path: Path, processes: list[ControlPlaneProcess]
+) -> None:
+    data_dir = tmp_path / "redis"
+    first = ControlPlaneProcess("--redis-data-dir", str(data_dir))
+    processes.append(first)
+    table = small_plan(seed=5)
+    with grpc.insecure_channel(first.address) as channel:
+        plans = admin_pb2_grpc.PlanServiceStub(channel)
+        plans.ImportPlan(admin_pb2.ImportPlanRequest(table=table_to_proto(table)), timeout=5)
+        plans.Rollout(admin_pb2.RolloutRequest(version=table.version, actor="alice"), timeout=5)
+    stores = open_stores(first.redis_url)
+    try:
+        for window in range(3):
+            await stores.telemetry.add_traffic(traffic("r1", window, {"hot": 50}, total=100))
+        deadline = time.monotonic() + 10
+        while (await stores.telemetry.load_rates("default")) is None:
+            assert time.monotonic() < deadline, "rate state was never saved"
+            await asyncio.sleep(0.05)
+        saved = await stores.telemetry.load_rates("default")
+    finally:
+        await stores.close()
+    assert first.terminate() == 0
+
+    second = ControlPlaneProcess("--redis-data-dir", str(data_dir))
+    processes.append(second)
+    assert any(data_dir.iterdir())  # the AOF (a file or a folder, by Redis version)
+    with grpc.insecure_channel(second.address) as channel:
+        plans = admin_pb2_grpc.PlanServiceStub(channel)
+        listed = plans.ListPlans(admin_pb2.ListPlansRequest(), timeout=5)
+        assert [p.metadata.version for p in listed.plans] == [table.version]
+        assert (listed.active.version, listed.active.generation) == (table.version, 1)
+        nodes = admin_pb2_grpc.NodeServiceStub(channel)
+        nodes.AddNode(admin_pb2.AddNodeRequest(node_id="n1", address="h:1"), timeout=5)
+        built = plans.BuildPlan(admin_pb2.BuildPlanRequest(), timeout=5)  # from the kept rates
+        assert built.metadata.stats.total_rate == pytest.approx(10, rel=1e-3)
+    stores = open_stores(second.redis_url)
+    try:
+        assert await stores.telemetry.load_rates("default") == saved
+    finally:
+        await stores.close()
+    assert second.terminate() == 0

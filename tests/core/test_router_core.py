@@ -1,0 +1,250 @@
+"""The Router domain object: pools, load snapshots and membership, table swaps, decisions."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cacheroute.v1 import cluster_pb2, routing_pb2
+from dataplane.core.keys import hash_key
+from dataplane.core.policies import Reason
+from dataplane.core.route_input import RouteInput, parse_request
+from dataplane.core.router import NoDestinationError, Router, UnknownPoolError
+from dataplane.core.table import PlannerParams, RoutingTable, make_table
+from dataplane.sampler import Sampler
+
+NOW_MS = 1_800_000_000_000
+
+
+def snapshot(
+    nodes: list[tuple[str, float]] | list[tuple[str, float, bool, bool]],
+    *,
+    seq: int = 1,
+    at_ms: int = NOW_MS,
+    pool: str = "default",
+) -> cluster_pb2.LoadSnapshot:
+    entries = []
+    for node in nodes:
+        node_id, load, healthy, draining = (*node, True, False)[:4]  # type: ignore[misc]
+        entries.append(
+            cluster_pb2.NodeLoad(
+                node_id=node_id,
+                address=f"{node_id}.svc:8000",
+                load=load,
+                healthy=healthy,
+                draining=draining,
+            )
+        )
+    return cluster_pb2.LoadSnapshot(pool=pool, seq=seq, observed_at_unix_ms=at_ms, nodes=entries)
+
+
+def table_for(
+    keys: dict[str, list[str]], node_ids: list[str], pool: str = "default"
+) -> RoutingTable:
+    """A table that sends each key to the given destination ids."""
+    rows = sorted(
+        (hash_key(k), sorted(node_ids.index(n) for n in dests)) for k, dests in keys.items()
+    )
+    offsets = np.cumsum([0] + [len(m) for _, m in rows]).astype(np.uint32)
+    return make_table(
+        pool=pool,
+        node_ids=node_ids,
+        key_hashes=np.array([h for h, _ in rows], dtype=np.uint64),
+        set_offsets=offsets,
+        set_members=np.array([m for _, ms in rows for m in ms], dtype=np.uint16),
+        params=PlannerParams(q_cap=1.0, slots_per_node=4),
+        created_at_unix_ms=NOW_MS,
+    )
+
+
+def inp(key: str, pool: str = "default", **fields: object) -> RouteInput:
+    return parse_request(routing_pb2.RouteRequest(key=key, pool=pool, **fields))  # type: ignore[arg-type]
+
+
+NOW_S = NOW_MS / 1000 + 0.001
+
+
+def test_default_is_known_from_the_start_and_has_no_destinations_yet() -> None:
+    router = Router()
+    with pytest.raises(NoDestinationError, match="'default' has no destinations yet"):
+        router.route(inp("k"), NOW_S)
+
+
+def test_an_unknown_pool_is_not_found() -> None:
+    with pytest.raises(UnknownPoolError, match="'blue' is not known"):
+        Router().route(inp("k", pool="blue"), NOW_S)
+
+
+def test_without_a_table_requests_go_by_power_of_two_choices() -> None:
+    router = Router()
+    router.apply_load(snapshot([("a", 0.0), ("b", 9.0)]))
+    outcome = router.route(inp("k"), NOW_S)
+    assert (outcome.node_id, outcome.address, outcome.reason) == (
+        "a",
+        "a.svc:8000",
+        Reason.NO_TABLE,
+    )
+    assert (outcome.version, outcome.generation) == ("", 0)
+
+
+def test_a_warm_key_goes_to_the_least_loaded_member_of_its_set() -> None:
+    router = Router()
+    router.apply_load(snapshot([("a", 5.0), ("b", 1.0), ("c", 0.0)]))
+    table = table_for({"hot": ["a", "b"]}, ["a", "b", "c"])
+    router.install_table("default", table, 7)
+    outcome = router.route(inp("hot"), NOW_S)
+    assert (outcome.node_id, outcome.reason) == ("b", Reason.WARM)
+    assert (outcome.version, outcome.generation) == (table.version, 7)
+
+
+def test_a_newer_snapshot_changes_the_choice() -> None:
+    router = Router()
+    router.install_table("default", table_for({"hot": ["a", "b"]}, ["a", "b"]), 1)
+    router.apply_load(snapshot([("a", 0.0), ("b", 10.0)], seq=1))
+    assert router.route(inp("hot"), NOW_S).node_id == "a"
+    router.apply_load(snapshot([("a", 10.0), ("b", 0.0)], seq=2, at_ms=NOW_MS + 500))
+    assert router.route(inp("hot"), NOW_S + 0.5).node_id == "b"
+
+
+def test_an_older_or_repeated_snapshot_is_ignored() -> None:
+    router = Router()
+    assert router.apply_load(snapshot([("a", 0.0), ("b", 10.0)], seq=5, at_ms=NOW_MS))
+    assert not router.apply_load(snapshot([("a", 10.0), ("b", 0.0)], seq=4, at_ms=NOW_MS - 1))
+    assert not router.apply_load(snapshot([("a", 10.0), ("b", 0.0)], seq=5, at_ms=NOW_MS))
+    assert router.pools["default"].view.loads == [0.0, 10.0]
+
+
+def test_drained_and_unhealthy_members_are_not_chosen() -> None:
+    router = Router()
+    router.install_table("default", table_for({"hot": ["a", "b", "c"]}, ["a", "b", "c"]), 1)
+    router.apply_load(snapshot([("a", 0.0, True, True), ("b", 0.0, False, False), ("c", 50.0)]))
+    chosen = {router.route(inp("hot"), NOW_S).node_id for _ in range(20)}
+    assert chosen == {"c"}
+    tail = {router.route(inp(f"tail-{i}"), NOW_S).node_id for i in range(20)}
+    assert tail == {"c"}
+
+
+def test_all_members_ineligible_falls_back_to_power_of_two_choices() -> None:
+    router = Router()
+    router.install_table("default", table_for({"hot": ["a"]}, ["a", "b"]), 1)
+    router.apply_load(snapshot([("a", 0.0, False, False), ("b", 3.0)]))
+    outcome = router.route(inp("hot"), NOW_S)
+    assert (outcome.node_id, outcome.reason) == ("b", Reason.FALLBACK_UNHEALTHY)
+
+
+def test_no_eligible_node_is_unavailable() -> None:
+    router = Router()
+    router.apply_load(snapshot([("a", 0.0, False, False), ("b", 0.0, True, True)]))
+    with pytest.raises(NoDestinationError, match="no healthy, undrained destination"):
+        router.route(inp("k"), NOW_S)
+
+
+def test_a_membership_change_builds_a_new_view_and_rebinds_the_table() -> None:
+    router = Router()
+    router.install_table("default", table_for({"hot": ["b", "c"]}, ["a", "b", "c"]), 1)
+    router.apply_load(snapshot([("a", 0.0), ("b", 5.0)], seq=1))
+    first = router.pools["default"].view
+    assert router.route(inp("hot"), NOW_S).node_id == "b"  # c is not a member yet
+    router.apply_load(snapshot([("a", 0.0), ("b", 5.0), ("c", 0.0)], seq=2, at_ms=NOW_MS + 1))
+    second = router.pools["default"].view
+    assert second is not first
+    assert second.nodes.ids == ("a", "b", "c")
+    assert router.route(inp("hot"), NOW_S + 0.01).node_id == "c"
+
+
+def test_the_same_membership_keeps_the_view_and_its_in_flight_correction() -> None:
+    router = Router()
+    router.apply_load(snapshot([("a", 0.0), ("b", 0.0)], seq=1))
+    view = router.pools["default"].view
+    router.route(inp("k"), NOW_S + 1.0)  # decided after the next snapshot's observation time
+    router.apply_load(snapshot([("a", 0.0), ("b", 0.0)], seq=2, at_ms=NOW_MS + 500))
+    assert router.pools["default"].view is view
+    assert sum(view.loads) == 1.0
+
+
+def test_a_swap_returns_the_previous_table_and_later_decisions_use_the_new_one() -> None:
+    router = Router()
+    router.apply_load(snapshot([("a", 0.0), ("b", 0.0)]))
+    old = table_for({"hot": ["a"]}, ["a", "b"])
+    new = table_for({"hot": ["b"]}, ["a", "b"])
+    assert router.install_table("default", old, 1) is None
+    assert router.route(inp("hot"), NOW_S).node_id == "a"
+    assert router.install_table("default", new, 2) is old
+    outcome = router.route(inp("hot"), NOW_S)
+    assert (outcome.node_id, outcome.version, outcome.generation) == ("b", new.version, 2)
+
+
+def test_a_batch_checks_every_pool_before_routing_any() -> None:
+    router = Router()
+    router.apply_load(snapshot([("a", 0.0)]))
+    router.add_pool("empty")
+    with pytest.raises(NoDestinationError, match=r"requests\[1\]: pool 'empty' has no dest"):
+        router.route_batch([inp("k1"), inp("k2", pool="empty")], NOW_S)
+    with pytest.raises(UnknownPoolError, match=r"requests\[2\]: pool 'nope'"):
+        router.route_batch([inp("k1"), inp("k2"), inp("k3", pool="nope")], NOW_S)
+    assert router.pools["default"].view.loads == [0.0]  # nothing was routed
+    assert [o.node_id for o in router.route_batch([inp("x"), inp("y")], NOW_S)] == ["a", "a"]
+
+
+def test_history_policies_get_prefix_blocks_and_the_others_do_not() -> None:
+    assert Router(policy="preble").pools["default"].uses_blocks
+    assert Router(policy="sglang").pools["default"].uses_blocks
+    assert not Router(policy="cacheroute").pools["default"].uses_blocks
+    assert not Router(policy="flat").pools["default"].uses_blocks
+
+
+def test_every_registered_policy_routes_through_the_router() -> None:
+    from dataplane.core.policies import POLICIES  # noqa: PLC0415
+
+    for name in POLICIES:
+        router = Router(policy=name, seed=3)
+        router.apply_load(snapshot([("a", 1.0), ("b", 0.0)]))
+        router.install_table("default", table_for({"hot": ["a"]}, ["a", "b"]), 1)
+        outcome = router.route(inp("hot", prompt_prefix="hello " * 40), NOW_S)
+        assert outcome.node_id in ("a", "b"), name
+
+
+def test_an_unknown_policy_fails_at_construction() -> None:
+    with pytest.raises(ValueError, match="unknown policy"):
+        Router(policy="nope")
+
+
+def test_decisions_are_counted_per_pool_and_sampled() -> None:
+    sampler = Sampler(1.0, router_id="r1")
+    router = Router(sampler=sampler)
+    router.apply_load(snapshot([("a", 0.0)]))
+    for key in ("x", "y", "x"):
+        router.route(inp(key, request_id="q"), NOW_S)
+    traffic = router.pools["default"].traffic
+    report = traffic.drain("r1", "default", NOW_MS)
+    assert report is not None
+    assert report.total_requests == 3
+    assert [(k.key, k.count) for k in report.top_keys] == [("x", 2), ("y", 1)]
+    samples = sampler.drain()
+    assert [(s.key, s.node_id, s.reason, s.router_id) for s in samples] == [
+        ("x", "a", "no_table", "r1"),
+        ("y", "a", "no_table", "r1"),
+        ("x", "a", "no_table", "r1"),
+    ]
+
+
+def test_the_bound_table_memo_returns_copies_and_stays_bounded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import dataplane.core.router as router_module  # noqa: PLC0415
+
+    monkeypatch.setattr(router_module, "MEMO_LIMIT", 3)
+    table = table_for({"hot": ["a", "b"], "warm": ["b"]}, ["a", "b"])
+    bound = router_module.bind(table, router_module.NodeSet(["b", "a"]))
+    assert bound is not None
+    first = bound.destinations(hash_key("hot"))
+    assert first == [1, 0]  # NodeSet indices of a and b
+    assert first is not None
+    first.append(99)  # a caller mutating its list does not change the memo
+    assert bound.destinations(hash_key("hot")) == [1, 0]
+    assert bound.destinations(hash_key("cold")) is None
+    assert bound.destinations(hash_key("cold")) is None
+    for key in ("x", "y", "z", "warm"):
+        bound.destinations(hash_key(key))
+    assert len(bound.memo) <= 3
+    assert bound.destinations(hash_key("warm")) == [0]

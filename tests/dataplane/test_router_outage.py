@@ -1,0 +1,130 @@
+"""Redis goes away: routing goes on from what the router holds; it converges when Redis is back."""
+
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+import pytest
+
+from cacheroute.v1 import routing_pb2, routing_pb2_grpc
+from cacheroute_state import open_stores
+from cacheroute_state.embedded import EmbeddedRedis
+from dataplane.core.keys import hash_key
+from tests.dataplane.test_router_service import (
+    NODES,
+    ack_of,
+    eventually,
+    load_snapshot,
+    rollout,
+    running_router,
+    scrape,
+    store_plan,
+    warm_keys,
+)
+from tests.support.factories import small_plan
+
+pytestmark = [pytest.mark.redis, pytest.mark.grpc, pytest.mark.slow]
+
+
+async def test_routing_survives_a_redis_outage_and_converges_after_it(tmp_path: object) -> None:
+    redis = EmbeddedRedis().start()
+    port = redis.port
+    stores = open_stores(redis.url)
+    restarted: EmbeddedRedis | None = None
+    try:
+        t1, t2, t3 = (small_plan(seed=s) for s in (1, 2, 3))
+        for table in (t1, t2):
+            await rollout(stores, await store_plan(stores, table))  # t2 at generation 2
+        await stores.cluster.publish_load(load_snapshot(dict.fromkeys(NODES, 0.0), seq=1))
+        fast = {"table_interval_s": 0.2, "load_interval_s": 0.2, "ack_interval_s": 0.2,
+                "report_interval_s": 0.2, "sample_interval_s": 0.2, "sample_rate": 1.0}  # fmt: skip
+        async with (
+            running_router(redis.url, **fast) as server,
+            grpc.aio.insecure_channel(server.address) as channel,
+        ):
+            stub = routing_pb2_grpc.RouterServiceStub(channel)
+            key = warm_keys(t2)[0]
+            before = await stub.Route(routing_pb2.RouteRequest(key=key))
+            assert (before.version, before.generation) == (t2.version, 2)
+
+            redis.stop()  # no persistence: it comes back empty
+            for _ in range(20):
+                decision = await asyncio.wait_for(
+                    stub.Route(routing_pb2.RouteRequest(key=key)), timeout=0.5
+                )
+                assert (decision.version, decision.generation) == (t2.version, 2)
+                assert decision.node_id in (t2.destination_ids(hash_key(key)) or [])
+                await asyncio.sleep(0.05)  # ~1 s without Redis: ticks, ACKs and reports fail
+            metrics = scrape(server)
+            ack_errors = next(
+                row for row in metrics.splitlines()
+                if row.startswith("cacheroute_router_ack_write_errors_total ")
+            )  # fmt: skip
+            assert float(ack_errors.split()[-1]) > 0  # heartbeats failed quietly
+            assert 'cacheroute_router_reports_dropped_total{kind="traffic"}' in metrics
+            assert 'cacheroute_router_table_updates_total{pool="default",result="error"}' in metrics
+
+            restarted = EmbeddedRedis(port=port).start()
+            # The new Redis holds nothing: a new rollout starts again at generation 1, which
+            # the router follows although it is lower than the generation it serves.
+            generation = await rollout(stores, await store_plan(stores, t3))
+            assert generation == 1
+            await stores.cluster.publish_load(load_snapshot(dict.fromkeys(NODES, 1.0), seq=1))
+            key3 = warm_keys(t3)[0]
+
+            async def converged() -> bool:
+                reply = await stub.Route(routing_pb2.RouteRequest(key=key3))
+                ack = await ack_of(stores)
+                return bool(
+                    reply.version == t3.version
+                    and ack is not None
+                    and (ack.version, ack.accepted) == (t3.version, True)
+                )
+
+            await eventually(converged, timeout=15.0)
+
+            async def reporting() -> bool:
+                _, reports = await stores.telemetry.read_traffic("default", "0")
+                samples = await stores.telemetry.read_samples("default", 10)
+                return bool(reports) and bool(samples)
+
+            await eventually(reporting, timeout=5.0)
+    finally:
+        await stores.close()
+        redis.stop()
+        if restarted is not None:
+            restarted.stop()
+
+
+async def test_a_router_started_without_redis_serves_unavailable_then_catches_up() -> None:
+    redis = EmbeddedRedis()  # port chosen, not started yet
+    stores = open_stores(redis.url)
+    try:
+        async with (
+            running_router(
+                redis.url, startup_timeout_s=0.5, table_interval_s=0.2, load_interval_s=0.2
+            ) as server,
+            grpc.aio.insecure_channel(server.address) as channel,
+        ):
+            stub = routing_pb2_grpc.RouterServiceStub(channel)
+            with pytest.raises(grpc.aio.AioRpcError) as raised:
+                await stub.Route(routing_pb2.RouteRequest(key="key-1"))
+            assert raised.value.code() == grpc.StatusCode.UNAVAILABLE
+            assert "has no destinations yet" in str(raised.value.details())
+            redis.start()
+            table = small_plan(seed=5)
+            await rollout(stores, await store_plan(stores, table))
+            await stores.cluster.publish_load(load_snapshot(dict.fromkeys(NODES, 0.0), seq=1))
+
+            async def serving() -> bool:
+                try:
+                    reply = await stub.Route(routing_pb2.RouteRequest(key="key-1"))
+                except grpc.aio.AioRpcError:
+                    return False
+                return bool(reply.version == table.version)
+
+            await eventually(serving, timeout=15.0)
+    finally:
+        await stores.close()
+        redis.stop()

@@ -1,0 +1,157 @@
+"""Helpers for the control-plane tests: a fast-ticking instance, stubs, stub agents, traffic.
+
+(No tests here; the module is shared by tests/test_controlplane_*.py and test_cachectl_admin.py.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import replace
+from typing import Any
+
+import grpc
+
+from cacheroute.v1 import admin_pb2_grpc, agent_pb2, agent_pb2_grpc, cluster_pb2
+from controlplane.config import ControlPlaneConfig
+from controlplane.server import ControlPlane
+from dataplane.core.keys import hash_key
+
+
+def fast_config(redis_url: str, **overrides: Any) -> ControlPlaneConfig:
+    """An instance on free ports whose loops tick fast enough for tests."""
+    base = ControlPlaneConfig(
+        listen="127.0.0.1:0",
+        redis_url=redis_url,
+        metrics_listen="127.0.0.1:0",
+        load_publish_interval_s=0.05,
+        rate_update_interval_s=0.1,
+        rate_half_life_s=60.0,
+        leader_lease_ttl_s=1.0,
+        grace_s=0.5,
+        instance_id="cp-test",
+    )
+    return replace(base, **overrides)
+
+
+@asynccontextmanager
+async def running(config: ControlPlaneConfig) -> AsyncIterator[ControlPlane]:
+    plane = ControlPlane(config)
+    await plane.start()
+    try:
+        yield plane
+    finally:
+        await plane.stop()
+
+
+class Clients:
+    """Async stubs of one control plane."""
+
+    def __init__(self, channel: grpc.aio.Channel) -> None:
+        self.channel = channel
+        self.plans = admin_pb2_grpc.PlanServiceStub(channel)
+        self.nodes = admin_pb2_grpc.NodeServiceStub(channel)
+        self.agents = agent_pb2_grpc.AgentServiceStub(channel)
+
+
+@asynccontextmanager
+async def clients(address: str) -> AsyncIterator[Clients]:
+    async with grpc.aio.insecure_channel(address) as channel:
+        yield Clients(channel)
+
+
+async def eventually(
+    check: Callable[[], Awaitable[bool]], timeout: float = 5.0, every: float = 0.02
+) -> float:
+    """Poll ``check`` until it is true; returns the seconds it took (fails after ``timeout``)."""
+    started = time.monotonic()
+    while True:
+        if await check():
+            return time.monotonic() - started
+        if time.monotonic() - started > timeout:
+            raise AssertionError(f"condition not met within {timeout} s")
+        await asyncio.sleep(every)
+
+
+def report(
+    node_id: str,
+    *,
+    pool: str = "default",
+    address: str = "",
+    running: float = 0,
+    waiting: float = 0,
+    healthy: bool = True,
+    stale: bool = False,
+    interval_ms: int = 100,
+    leaving: bool = False,
+    weight: float = 0.0,
+) -> agent_pb2.NodeReport:
+    now = int(time.time() * 1000)
+    return agent_pb2.NodeReport(
+        node_id=node_id,
+        pool=pool,
+        address=address or f"10.0.0.{abs(hash(node_id)) % 250 + 1}:8000",
+        engine_kind=agent_pb2.ENGINE_KIND_SIMULATED,
+        sent_at_unix_ms=now,
+        scraped_at_unix_ms=now,
+        healthy=healthy,
+        stale=stale,
+        running=running,
+        waiting=waiting,
+        report_interval_ms=interval_ms,
+        leaving=leaving,
+        weight=weight,
+    )
+
+
+class StubAgent:
+    """One agent stream: ``send`` reports, read ``directives``."""
+
+    def __init__(self, stub: agent_pb2_grpc.AgentServiceAsyncStub) -> None:
+        self.call = stub.Connect()
+        self.directives: list[agent_pb2.AgentDirective] = []
+
+    async def send(self, msg: agent_pb2.NodeReport) -> None:
+        await self.call.write(msg)
+
+    async def read(self, timeout: float = 5.0) -> agent_pb2.AgentDirective:
+        directive = await asyncio.wait_for(self.call.read(), timeout)
+        assert isinstance(directive, agent_pb2.AgentDirective), f"stream ended: {directive!r}"
+        self.directives.append(directive)
+        return directive
+
+    async def close(self) -> None:
+        await self.call.done_writing()
+
+    async def status(self) -> grpc.StatusCode:
+        return await self.call.code()
+
+
+def traffic(
+    router: str,
+    window: int,
+    counts: dict[str, int],
+    *,
+    total: int,
+    pool: str = "default",
+    window_s: float = 10.0,
+    start_ms: int = 1_700_000_000_000,
+) -> cluster_pb2.TrafficReport:
+    """Router ``router``'s report for window number ``window`` (windows of ``window_s``)."""
+    begin = start_ms + int(window * window_s * 1000)
+    return cluster_pb2.TrafficReport(
+        router_id=router,
+        pool=pool,
+        window_start_unix_ms=begin,
+        window_end_unix_ms=begin + int(window_s * 1000),
+        total_requests=total,
+        top_keys=[
+            cluster_pb2.KeyCount(key_hash=hash_key(k), key=k, count=c) for k, c in counts.items()
+        ],
+    )
+
+
+def node_ids(statuses: Sequence[Any]) -> list[str]:
+    return [s.record.node_id for s in statuses]
