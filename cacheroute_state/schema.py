@@ -20,8 +20,10 @@ share a Redis Cluster slot and a Lua script may touch them together.
 | ``cr:pools`` | set | pool names |
 | ``cr:lease:<name>`` | string | lease holder id, with a TTL |
 
-The receive time in ``reports`` is the control-plane instance's clock when the agent's latest
-report arrived; liveness ("down after three report intervals") is judged against it.
+Names in keys follow the rules of :mod:`dataplane.core.names`, checked by the callers before a
+key is built (the schema only formats). The receive time in ``reports`` is the control-plane
+instance's clock when the agent's latest report arrived; liveness ("down after three report
+intervals") is judged against it.
 
 Pub/sub channels (hints only; readers re-read the keys): ``cr:{pool}:hint:table`` (generation),
 ``cr:{pool}:hint:load`` (the serialized ``LoadSnapshot`` itself, to save a round trip),
@@ -29,17 +31,6 @@ Pub/sub channels (hints only; readers re-read the keys): ``cr:{pool}:hint:table`
 """
 
 from __future__ import annotations
-
-from dataplane.core.names import (  # noqa: F401 - re-exported: the key schema's name rules
-    DEFAULT_POOL,
-    NODE_ID_PATTERN,
-    POOL_PATTERN,
-    VERSION_PATTERN,
-    InvalidNameError,
-    validate_node_id,
-    validate_pool,
-    validate_version,
-)
 
 POOLS_KEY = "cr:pools"
 POOLS_CHANNEL = "cr:hint:pools"

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from dataplane.core.table import RoutingTable
 
@@ -72,6 +72,44 @@ class BoundTable:
 def bind_table(table: RoutingTable, nodes: NodeSet) -> BoundTable:
     index = nodes.index
     return BoundTable(table, nodes, tuple(index.get(node, -1) for node in table.node_ids))
+
+
+MEMO_LIMIT = 65_536
+
+
+@dataclass(frozen=True, eq=False)
+class MemoBoundTable(BoundTable):
+    """A BoundTable that remembers the destinations of keys it was asked about recently.
+
+    The table and its binding never change, so a key's destinations do not either; traffic is
+    heavily skewed, so most lookups are repeats. A repeat costs a dict lookup instead of a binary
+    search and four numpy calls (several µs in a busy server, where the 8 MB hash array is not
+    in cache). Bounded: past MEMO_LIMIT keys the memo starts over.
+    """
+
+    memo: dict[int, tuple[int, ...] | None] = field(default_factory=dict, repr=False)
+
+    def destinations(self, key_hash: int) -> list[int] | None:
+        memo = self.memo
+        found = memo.get(key_hash, _MISSING)
+        if found is _MISSING:
+            result = BoundTable.destinations(self, key_hash)
+            if len(memo) >= MEMO_LIMIT:
+                memo.clear()
+            memo[key_hash] = None if result is None else tuple(result)
+            return result
+        return None if found is None else list(found)
+
+
+_MISSING: tuple[int, ...] = (-2,)
+
+
+def bind_with_memo(table: RoutingTable | None, nodes: NodeSet) -> MemoBoundTable | None:
+    """``table`` bound to ``nodes`` (see :func:`~dataplane.core.load_view.bind_table`), memoized."""
+    if table is None:
+        return None
+    bound = bind_table(table, nodes)
+    return MemoBoundTable(bound.table, bound.nodes, bound.to_node)
 
 
 class LoadView:

@@ -19,53 +19,15 @@ from __future__ import annotations
 import time
 import zlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
 from cacheroute.v1 import cluster_pb2
-from dataplane.core.load_view import BoundTable, LoadView, NodeSet, bind_table
+from dataplane.core.heavy_hitters import TrafficCounter
+from dataplane.core.load_view import LoadView, NodeSet, bind_with_memo
 from dataplane.core.names import DEFAULT_POOL, POOL_PATTERN
 from dataplane.core.policies import Policy, Reason, Request, make_policy
 from dataplane.core.route_input import RouteInput
 from dataplane.core.table import RoutingTable
-from dataplane.traffic import TrafficCounter
-
-MEMO_LIMIT = 65_536
-
-
-@dataclass(frozen=True, eq=False)
-class MemoBoundTable(BoundTable):
-    """A BoundTable that remembers the destinations of keys it was asked about recently.
-
-    The table and its binding never change, so a key's destinations do not either; traffic is
-    heavily skewed, so most lookups are repeats. A repeat costs a dict lookup instead of a binary
-    search and four numpy calls (several µs in a busy server, where the 8 MB hash array is not
-    in cache). Bounded: past MEMO_LIMIT keys the memo starts over.
-    """
-
-    memo: dict[int, tuple[int, ...] | None] = field(default_factory=dict, repr=False)
-
-    def destinations(self, key_hash: int) -> list[int] | None:
-        memo = self.memo
-        found = memo.get(key_hash, _MISSING)
-        if found is _MISSING:
-            result = BoundTable.destinations(self, key_hash)
-            if len(memo) >= MEMO_LIMIT:
-                memo.clear()
-            memo[key_hash] = None if result is None else tuple(result)
-            return result
-        return None if found is None else list(found)
-
-
-_MISSING: tuple[int, ...] = (-2,)
-
-
-def bind(table: RoutingTable | None, nodes: NodeSet) -> MemoBoundTable | None:
-    """``table`` bound to ``nodes`` (see :func:`~dataplane.core.load_view.bind_table`), memoized."""
-    if table is None:
-        return None
-    bound = bind_table(table, nodes)
-    return MemoBoundTable(bound.table, bound.nodes, bound.to_node)
 
 
 class RouteError(Exception):
@@ -241,7 +203,7 @@ class Router:
         """
         state = self.add_pool(pool)
         previous = state.table
-        state.view.table = bind(table, state.view.nodes)  # one reference assignment
+        state.view.table = bind_with_memo(table, state.view.nodes)  # one reference assignment
         state.table = table
         state.table_version = table.version
         state.table_generation = generation
@@ -266,7 +228,7 @@ class Router:
         if ids != view.nodes.ids or addresses != view.nodes.addresses:
             nodes = NodeSet(ids, addresses)  # raises ValueError on duplicate ids
             view = LoadView(nodes, correction_horizon_s=self.correction_horizon_s)
-            view.table = bind(state.table, nodes)
+            view.table = bind_with_memo(state.table, nodes)
         view.apply_snapshot(
             snapshot.observed_at_unix_ms / 1000.0,
             [n.load for n in entries],

@@ -231,11 +231,11 @@ def test_decisions_are_counted_per_pool_and_sampled() -> None:
 def test_the_bound_table_memo_returns_copies_and_stays_bounded(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import dataplane.core.router as router_module  # noqa: PLC0415
+    import dataplane.core.load_view as router_module  # noqa: PLC0415
 
     monkeypatch.setattr(router_module, "MEMO_LIMIT", 3)
     table = table_for({"hot": ["a", "b"], "warm": ["b"]}, ["a", "b"])
-    bound = router_module.bind(table, router_module.NodeSet(["b", "a"]))
+    bound = router_module.bind_with_memo(table, router_module.NodeSet(["b", "a"]))
     assert bound is not None
     first = bound.destinations(hash_key("hot"))
     assert first == [1, 0]  # NodeSet indices of a and b

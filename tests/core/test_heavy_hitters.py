@@ -8,11 +8,11 @@ from collections import Counter
 import pytest
 
 from cacheroute.v1 import routing_pb2
+from dataplane.core.heavy_hitters import FOLD_EVERY, SpaceSaving, TrafficCounter
 from dataplane.core.policies import Reason
 from dataplane.core.route_input import parse_request
 from dataplane.core.router import Outcome
 from dataplane.sampler import Sampler
-from dataplane.traffic import FOLD_EVERY, SpaceSaving, TrafficCounter
 
 
 def zipf_stream(n: int, keys: int, seed: int) -> list[int]:
