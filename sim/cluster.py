@@ -51,6 +51,7 @@ class ClusterConfig:
     abort_above_s: float | None = None
     seed: int = 0
     drain_all: bool = False  # run until every request finished decoding (tests, accounting)
+    cache_outputs: bool = True  # finished requests' full output blocks join the cache (vLLM V1)
     policy_params: dict[str, Any] = field(default_factory=dict)
 
     def node_ids(self) -> list[str]:
@@ -106,7 +107,13 @@ class Cluster:
         self.measure_end = requests[-1].arrival_s if requests else 0.0
         window = (config.warmup_s, self.measure_end)
         self.nodes = [
-            Node(i, config.profile, cache=PrefixCache(config.profile.kv_blocks), window=window)
+            Node(
+                i,
+                config.profile,
+                cache=PrefixCache(config.profile.kv_blocks),
+                window=window,
+                cache_outputs=config.cache_outputs,
+            )
             for i in range(config.nodes)
         ]
         self.routers = []

@@ -110,6 +110,51 @@ class PrefixCache:
                 refs[block] = count + 1
         self.reserved -= len(blocks)
 
+    def store(self, blocks: Sequence[int], reserved: int) -> int:
+        """Cache a finished request's generated ``blocks`` as evictable; return reservations used.
+
+        vLLM V1 keeps the full blocks of a request's output in the prefix cache when it finishes.
+        The space comes from the request's own reservation first (its output blocks were
+        reserved at admission), then from free space, then by evicting the least recently
+        released block; a block that finds no space is dropped. Call before :meth:`release`, so
+        the output (the sequence's tail) is older than the prompt and evicted first.
+        """
+        refs = self._refs
+        evictable = self._evictable
+        used = 0
+        for block in reversed(blocks):
+            count = refs.get(block)
+            if count is not None:
+                if count == 0:
+                    evictable.move_to_end(block)
+                continue
+            if used < reserved:
+                used += 1
+                self.reserved -= 1
+            elif len(refs) + self.reserved >= self.capacity:
+                if not evictable:
+                    continue
+                old, _ = evictable.popitem(last=False)
+                del refs[old]
+                self.evictions += 1
+            refs[block] = 0
+            evictable[block] = None
+        return used
+
+    def warm(self, recent_first: Sequence[int]) -> None:
+        """Pre-fill an empty cache with evictable blocks, ``recent_first[0]`` the most recent.
+
+        What an LRU cache holds after a stretch of traffic is the ``capacity`` most recently used
+        distinct blocks in recency order; :mod:`sim.steady` computes that list from a replay of
+        the preceding window, and this installs it. Extra blocks past the capacity are ignored.
+        """
+        if self._refs or self.reserved:
+            raise ValueError("warm() needs an empty cache")
+        keep = list(recent_first[: self.capacity])
+        keep.reverse()
+        self._refs = dict.fromkeys(keep, 0)
+        self._evictable = OrderedDict.fromkeys(keep)
+
     def release(self, blocks: Sequence[int], reserved: int) -> None:
         """Unpin a finished request's cached ``blocks`` and return its ``reserved`` blocks."""
         refs = self._refs

@@ -6,7 +6,9 @@ admits waiting requests first-come first-served while budget, the running-sequen
 space allow; a request that does not fit in KV blocks the queue behind it (vLLM does the same).
 A request's prefill starts after its cached prefix; its first token comes out at the end of the
 step that computes its last prompt token, and every later step adds one token until its output
-length is reached.
+length is reached. When it finishes, the full blocks of its output join its chain in the cache
+(``cache_outputs``, on by default, as vLLM V1 and SGLang do), so the next turn of a conversation
+can reuse the previous answer.
 
 Speed: decoding requests are not touched step by step. The node keeps their count, the sum of
 their context lengths (the decode cost's input) and a heap of the step index at which each
@@ -37,6 +39,7 @@ class Job:
         "first_token",
         "node",
         "output",
+        "output_blocks",
         "prompt",
         "rejected",
         "rid",
@@ -49,6 +52,7 @@ class Job:
         self.prompt = max(1, request.prompt_tokens)
         self.output = max(1, request.output_tokens)
         self.blocks = request.blocks
+        self.output_blocks = request.output_blocks
         self.cached = 0  # prompt tokens served from the cache (decided at admission)
         self.computed = 0  # prompt tokens whose KV exists (cached + prefilled so far)
         self.filled = 0  # leading prompt blocks held pinned in the cache
@@ -70,6 +74,7 @@ class Node:
         cache: PrefixCache | None = None,
         window: tuple[float, float] = (0.0, float("inf")),
         on_finish: Callable[[Job, float], None] | None = None,
+        cache_outputs: bool = True,
     ) -> None:
         self.index = index
         self.profile = profile
@@ -80,6 +85,7 @@ class Node:
         self.decode_context = 0
         self.busy = False
         self.on_finish = on_finish
+        self.cache_outputs = cache_outputs
         self._finishing: list[tuple[int, int, Job]] = []  # (last step, rid, job)
         self._chunks: list[tuple[Job, int]] = []
         self._step = 0
@@ -204,6 +210,9 @@ class Node:
 
     def _finish(self, job: Job, now: float) -> None:
         job.finish = now
-        self.cache.release(job.blocks[: job.filled], job.total_blocks - job.filled)
+        reserved = job.total_blocks - job.filled
+        if self.cache_outputs and job.output_blocks:
+            reserved -= self.cache.store(job.output_blocks, reserved)
+        self.cache.release(job.blocks[: job.filled], reserved)
         if self.on_finish is not None:
             self.on_finish(job, now)

@@ -118,4 +118,5 @@ def _shift(request: SimRequest, offset: float) -> SimRequest:
         request.prompt_tokens,
         request.output_tokens,
         request.thread,
+        request.output_blocks,
     )

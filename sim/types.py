@@ -15,6 +15,11 @@ class SimRequest:
     ``blocks`` are the chained hashes of the prompt's 16-token blocks (a trailing partial block
     counts), so ``len(blocks) == ceil(prompt_tokens / 16)`` and two requests share a cached
     prefix exactly as far as their leading blocks are equal.
+
+    ``output_blocks`` are the ids of the *full* 16-token blocks of prompt + output past the
+    prompt's full blocks, chained like ``blocks``: the blocks an engine that caches generated
+    tokens (vLLM V1, SGLang) holds once the request finishes, and that a later turn whose prompt
+    contains this answer finds. Empty when the workload does not model them (traces).
     """
 
     arrival_s: float
@@ -24,6 +29,7 @@ class SimRequest:
     prompt_tokens: int
     output_tokens: int
     thread: int = -1
+    output_blocks: tuple[int, ...] = ()
 
 
 class Workload(Protocol):

@@ -40,13 +40,15 @@ aggregate process exact and bends the thread timeline only by a few gaps.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import functools
+from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from sim.types import SimRequest
+from sim.types import BLOCK_TOKENS, SimRequest
 from sim.workloads.arrivals import AZURE_CONV, BOOTSTRAP_BLOCK, GAMMA_CV, ArrivalProcess
 from sim.workloads.blocks import I64, U64, gc_paused, mix, mix_int, segment_blocks, to_tuples
 from sim.workloads.popularity import Population, paper_active_set
@@ -74,6 +76,63 @@ _TAG_TEMPLATE, _TAG_CONTEXT, _TAG_RAG, _TAG_THREAD, _TAG_RAG_LEN = (
 TEMPLATE_ID = mix_int(_TAG_TEMPLATE, 0)
 
 
+class PaperShapeError(ValueError):
+    """A ``paper`` workload option out of its domain."""
+
+
+@dataclass(frozen=True)
+class PaperShape:
+    """The named options of the prompt and conversation model (defaults: see the module doc).
+
+    ``rag_scope`` is where the retrieved block is drawn: ``"request"`` (a new draw every turn,
+    so a changed document also breaks the reuse of the history behind it) or ``"conversation"``
+    (one draw per thread, fixed across its turns). Both readings of Table 6's 67% are possible;
+    the statistic is measured on consecutive requests *of a key* either way.
+    """
+
+    template_tokens: int = TEMPLATE_TOKENS
+    rag_scope: str = "request"
+    rag_docs: int = RAG_DOCS
+    rag_same: float = RAG_SAME
+    rag_tokens: int = RAG_MEAN_TOKENS
+    think_median_s: float = THINK_MEDIAN_S
+    think_sigma: float = THINK_SIGMA
+    answer_median: float = ANSWER[0]
+    answer_sigma: float = ANSWER[1]
+
+    def __post_init__(self) -> None:
+        if self.rag_scope not in ("request", "conversation"):
+            raise PaperShapeError(
+                f"rag_scope must be 'request' or 'conversation', got {self.rag_scope!r}"
+            )
+        if self.template_tokens < 1 or self.rag_tokens < 2:
+            raise PaperShapeError("template_tokens must be >= 1 and rag_tokens >= 2")
+        if not 1.0 / self.rag_docs <= self.rag_same < 1.0:
+            raise PaperShapeError(
+                f"rag_same must be in [1/rag_docs, 1): {self.rag_docs} documents cannot repeat "
+                f"with probability {self.rag_same}"
+            )
+        for name in ("think_median_s", "think_sigma", "answer_median", "answer_sigma"):
+            if not getattr(self, name) > 0:
+                raise PaperShapeError(f"{name} must be > 0")
+
+    @property
+    def answer(self) -> tuple[float, float, int, int]:
+        return (self.answer_median, self.answer_sigma, ANSWER[2], ANSWER[3])
+
+    def rag_p(self) -> npt.NDArray[np.float64]:
+        """Zipf document probabilities with Σ p² = ``rag_same``."""
+        return _rag_probabilities(self.rag_docs, self.rag_same)
+
+
+@functools.cache
+def _rag_probabilities(n: int, same: float) -> npt.NDArray[np.float64]:
+    p = np.arange(1, n + 1, dtype=np.float64) ** -_zipf_exponent(n, same)
+    p /= p.sum()
+    p.setflags(write=False)
+    return p
+
+
 def _zipf_exponent(n: int, same: float) -> float:
     """Zipf exponent s over n items with Σ p² = ``same`` (bisection; Σ p² rises with s)."""
     ranks = np.arange(1, n + 1, dtype=np.float64)
@@ -87,8 +146,6 @@ def _zipf_exponent(n: int, same: float) -> float:
 
 
 RAG_EXPONENT = _zipf_exponent(RAG_DOCS, RAG_SAME)
-_RAG_P = np.arange(1, RAG_DOCS + 1, dtype=np.float64) ** -RAG_EXPONENT
-_RAG_P /= _RAG_P.sum()
 
 
 def lognormal_tokens(rng: np.random.Generator, law: tuple[float, float, int, int], n: int) -> I64:
@@ -113,10 +170,10 @@ class _Threads:
     offset: F64  # per turn: time since the thread's start
 
 
-def _draw_threads(rng: np.random.Generator, n: int) -> _Threads:
+def _draw_threads(rng: np.random.Generator, n: int, think: tuple[float, float]) -> _Threads:
     length = thread_lengths(rng, n)
     base = np.cumsum(length) - length
-    gap = THINK_MEDIAN_S * np.exp(THINK_SIGMA * rng.standard_normal(int(length.sum())))
+    gap = think[0] * np.exp(think[1] * rng.standard_normal(int(length.sum())))
     gap[base] = 0.0
     cum = np.cumsum(gap)
     offset = cum - np.repeat(cum[base], length)
@@ -131,13 +188,15 @@ def _take(th: _Threads, pick: I64) -> _Threads:
     return _Threads(th.start[pick], length, base, offset)
 
 
-def _threads(rng: np.random.Generator, rate: float, horizon_s: float) -> _Threads:
+def _threads(
+    rng: np.random.Generator, rate: float, horizon_s: float, think: tuple[float, float]
+) -> _Threads:
     """Threads with a turn in [0, horizon): starts in [0, horizon) plus those under way at 0."""
-    fresh = _draw_threads(rng, int(rng.poisson(rate * horizon_s)))
+    fresh = _draw_threads(rng, int(rng.poisson(rate * horizon_s)), think)
     fresh.start = rng.uniform(0.0, horizon_s, len(fresh.length))
     # Under way at 0: start -a with 0 < a < span; by Poisson thinning their count is
     # Poisson(rate * E[span]) and their shapes are size-biased by span (importance resampling).
-    pool = _draw_threads(rng, max(4096, int(4 * rate * SPAN_GUESS_S)))
+    pool = _draw_threads(rng, max(4096, int(4 * rate * SPAN_GUESS_S)), think)
     span = pool.offset[pool.base + pool.length - 1]
     pick = rng.choice(len(span), int(rng.poisson(rate * span.mean())), p=span / span.sum())
     old = _take(pool, pick.astype(np.int64))
@@ -169,11 +228,18 @@ class PaperStream:
     output_tokens: I64
     block_ids: U64
     block_start: I64
+    output_ids: U64 | None = None  # full blocks of prompt + output past the prompt's full blocks
+    output_start: I64 | None = None
 
     def requests(self) -> list[SimRequest]:
         """The stream as the simulator's request records."""
         names, hashes = self.active.names, self.active.hashes
         blocks = to_tuples(self.block_ids, self.block_start)
+        n = len(self.arrival_s)
+        if self.output_ids is None or self.output_start is None:
+            outputs: list[tuple[int, ...]] = [()] * n
+        else:
+            outputs = to_tuples(self.output_ids, self.output_start)
         columns = zip(
             self.arrival_s.tolist(),
             self.key.tolist(),
@@ -181,21 +247,23 @@ class PaperStream:
             self.prompt_tokens.tolist(),
             self.output_tokens.tolist(),
             self.thread.tolist(),
+            outputs,
             strict=True,
         )
         with gc_paused():
             return [
-                SimRequest(t, names[k], hashes[k], b, p, o, th) for t, k, b, p, o, th in columns
+                SimRequest(t, names[k], hashes[k], b, p, o, th, ob)
+                for t, k, b, p, o, th, ob in columns
             ]
 
 
 def _schedule(
-    rng: np.random.Generator, n: int, qps: float, duration_s: float
+    rng: np.random.Generator, n: int, qps: float, duration_s: float, think: tuple[float, float]
 ) -> tuple[_Threads, I64]:
     """Threads, and the flat indices of the turns given the first ``n`` arrivals, in time order."""
     horizon = duration_s * 1.25 + 60.0
     while True:
-        th = _threads(rng, qps / MEAN_THREAD, horizon)
+        th = _threads(rng, qps / MEAN_THREAD, horizon, think)
         when = np.repeat(th.start, th.length) + th.offset
         live = np.flatnonzero((when >= 0) & (when < horizon))
         if len(live) >= n:
@@ -204,21 +272,30 @@ def _schedule(
 
 
 def _segments(
-    th: _Threads, thread: I64, turn: I64, uid: U64, lens: tuple[I64, I64], head: tuple[U64, I64]
+    th: _Threads,
+    thread: I64,
+    turn: I64,
+    uid: U64,
+    lens: tuple[I64, I64],
+    head: tuple[U64, I64],
+    answer: bool = False,
 ) -> tuple[U64, I64, I64]:
     """Segments of each request: template, context, rag, (cur_j, ans_j) for j < turn, current.
 
     ``lens`` are the per-turn (current, answer) lengths; ``head`` holds, per request, the ids and
-    lengths of its first three segments, three consecutive entries per request.
+    lengths of its first three segments, three consecutive entries per request. With ``answer``
+    the request's own answer follows as one more segment (the sequence after it finishes).
     """
     cur_len, ans_len = lens
-    count = 4 + 2 * turn
+    count = 4 + 2 * turn + int(answer)
     seg_start = np.concatenate(([0], np.cumsum(count))).astype(np.int64)
     req = np.repeat(np.arange(len(turn)), count)
     pos = np.arange(int(seg_start[-1])) - seg_start[:-1][req]
-    is_current = pos == count[req] - 1
-    t_of = np.where(is_current, turn[req], np.maximum(pos - 3, 0) // 2)
-    kind = np.where(is_current, 0, np.maximum(pos - 3, 0) % 2)  # 0 user message, 1 answer
+    last = count[req] - 1
+    is_current = pos == last - int(answer)
+    is_own = (pos == last) & answer
+    t_of = np.where(is_current | is_own, turn[req], np.maximum(pos - 3, 0) // 2)
+    kind = np.where(is_current, 0, np.where(is_own, 1, np.maximum(pos - 3, 0) % 2))
     flat_turn = th.base[thread[req]] + t_of
     seg_ids = mix(uid[thread[req]], (2 * t_of + kind).astype(np.uint64))
     seg_lens = np.where(kind == 0, cur_len[flat_turn], ans_len[flat_turn]).astype(np.int64)
@@ -227,19 +304,35 @@ def _segments(
     return seg_ids, seg_lens, seg_start
 
 
+def _output_blocks(seq_ids: U64, seq_start: I64, prompt: I64, output: I64) -> tuple[U64, I64]:
+    """Per request: the full blocks of prompt + output past the prompt's full blocks."""
+    lo = prompt // BLOCK_TOKENS
+    hi = (prompt + output) // BLOCK_TOKENS
+    count = hi - lo
+    start = np.concatenate(([0], np.cumsum(count))).astype(np.int64)
+    local = np.arange(int(start[-1]), dtype=np.int64) - np.repeat(start[:-1], count)
+    return seq_ids[np.repeat(seq_start[:-1] + lo, count) + local], start
+
+
 def generate(
-    active: Population, arrival: ArrivalProcess, qps: float, duration_s: float, seed: int
+    active: Population,
+    arrival: ArrivalProcess,
+    qps: float,
+    duration_s: float,
+    seed: int,
+    shape: PaperShape | None = None,
 ) -> PaperStream:
     """Generate the paper workload over ``active`` keys (see the module docstring)."""
+    shape = shape or PaperShape()
     rng = np.random.default_rng(seed & ((1 << 64) - 1))
     times = arrival.times(rng, qps, duration_s)
     n = len(times)
-    th, turn_idx = _schedule(rng, n, qps, duration_s)
+    th, turn_idx = _schedule(rng, n, qps, duration_s, (shape.think_median_s, shape.think_sigma))
     n_threads, n_turns = len(th.length), len(th.offset)
     thread_key = rng.choice(len(active), n_threads, p=active.weights)
     uid = mix(mix_int(_TAG_THREAD, seed), np.arange(n_threads, dtype=np.uint64))
     cur_len = lognormal_tokens(rng, CURRENT, n_turns)
-    ans_len = lognormal_tokens(rng, ANSWER, n_turns)
+    ans_len = lognormal_tokens(rng, shape.answer, n_turns)
     cum = np.cumsum(cur_len + ans_len) - (cur_len + ans_len)
     history_all = cum - np.repeat(cum[th.base], th.length)
 
@@ -247,19 +340,30 @@ def generate(
     turn = turn_idx - th.base[thread]
     key = thread_key[thread]
     key_hash = np.array(active.hashes, dtype=np.uint64)[key]
-    doc = rng.choice(RAG_DOCS, n, p=_RAG_P)
+    if shape.rag_scope == "conversation":
+        doc = rng.choice(shape.rag_docs, n_threads, p=shape.rag_p())[thread]
+    else:
+        doc = rng.choice(shape.rag_docs, n, p=shape.rag_p())
     rag_id = mix(mix(_TAG_RAG, key_hash), doc.astype(np.uint64))
     unit = (mix(_TAG_RAG_LEN, rag_id) >> np.uint64(11)).astype(np.float64) / 2.0**53
-    rag_len = (RAG_MEAN_TOKENS * (0.5 + unit)).astype(np.int64)
+    rag_len = (shape.rag_tokens * (0.5 + unit)).astype(np.int64)
 
-    head_ids = np.stack((np.full(n, TEMPLATE_ID, np.uint64), mix(_TAG_CONTEXT, key_hash), rag_id))
-    head_lens = np.stack((np.full(n, TEMPLATE_TOKENS), np.full(n, CONTEXT_TOKENS), rag_len))
-    seg_ids, seg_lens, seg_start = _segments(
-        th, thread, turn, uid, (cur_len, ans_len), (head_ids.T.ravel(), head_lens.T.ravel())
+    template_id = (
+        TEMPLATE_ID
+        if shape.template_tokens == TEMPLATE_TOKENS
+        else mix_int(_TAG_TEMPLATE, shape.template_tokens)
     )
+    head_ids = np.stack((np.full(n, template_id, np.uint64), mix(_TAG_CONTEXT, key_hash), rag_id))
+    head_lens = np.stack((np.full(n, shape.template_tokens), np.full(n, CONTEXT_TOKENS), rag_len))
+    head = (head_ids.T.ravel(), head_lens.T.ravel())
+    seg_ids, seg_lens, seg_start = _segments(th, thread, turn, uid, (cur_len, ans_len), head)
     block_ids, block_start = segment_blocks(seg_ids, seg_lens, seg_start)
     history = history_all[turn_idx]
     current = cur_len[turn_idx]
+    prompt = shape.template_tokens + CONTEXT_TOKENS + rag_len + history + current
+    output = ans_len[turn_idx]
+    seq = _segments(th, thread, turn, uid, (cur_len, ans_len), head, answer=True)
+    output_ids, output_start = _output_blocks(*segment_blocks(*seq), prompt, output)
     return PaperStream(
         active=active,
         arrival_s=times,
@@ -271,11 +375,18 @@ def generate(
         rag_tokens=rag_len,
         history_tokens=history,
         current_tokens=current,
-        output_tokens=ans_len[turn_idx],
-        prompt_tokens=TEMPLATE_TOKENS + CONTEXT_TOKENS + rag_len + history + current,
+        output_tokens=output,
+        prompt_tokens=prompt,
         block_ids=block_ids,
         block_start=block_start,
+        output_ids=output_ids,
+        output_start=output_start,
     )
+
+
+def shape_options(options: Any) -> dict[str, Any]:
+    """The :class:`PaperShape` fields of a workload object (``paper``, ``whales``)."""
+    return {f.name: getattr(options, f.name) for f in fields(PaperShape)}
 
 
 @dataclass
@@ -287,11 +398,25 @@ class PaperWorkload:
     cv: float = GAMMA_CV
     gaps_path: str | Path = AZURE_CONV
     bootstrap_block: int = BOOTSTRAP_BLOCK
+    template_tokens: int = TEMPLATE_TOKENS
+    rag_scope: str = "request"
+    rag_docs: int = RAG_DOCS
+    rag_same: float = RAG_SAME
+    rag_tokens: int = RAG_MEAN_TOKENS
+    think_median_s: float = THINK_MEDIAN_S
+    think_sigma: float = THINK_SIGMA
+    answer_median: float = ANSWER[0]
+    answer_sigma: float = ANSWER[1]
     name: str = field(default="paper", init=False)
 
     def __post_init__(self) -> None:
         self.arrivals()
+        self.shape()
         paper_active_set(self.top_k)
+
+    def shape(self) -> PaperShape:
+        """The prompt and conversation options as one validated record."""
+        return PaperShape(**shape_options(self))
 
     def arrivals(self) -> ArrivalProcess:
         """The aggregate arrival process these options select."""
@@ -299,7 +424,8 @@ class PaperWorkload:
 
     def stream(self, *, qps: float, duration_s: float, seed: int) -> PaperStream:
         """The stream with its structure (for statistics and tests)."""
-        return generate(paper_active_set(self.top_k), self.arrivals(), qps, duration_s, seed)
+        active = paper_active_set(self.top_k)
+        return generate(active, self.arrivals(), qps, duration_s, seed, self.shape())
 
     def requests(self, *, qps: float, duration_s: float, seed: int) -> list[SimRequest]:
         """Requests arriving in [0, duration_s) at a mean of ``qps`` per second, by arrival."""

@@ -93,20 +93,32 @@ def key_interarrival_cv(requests: Sequence[SimRequest], min_requests: int = 5) -
     return np.array(cvs, dtype=np.float64)
 
 
-def _flat_blocks(requests: Sequence[SimRequest]) -> tuple[npt.NDArray[np.uint64], I64]:
+def _flat_blocks(
+    requests: Sequence[SimRequest], outputs: bool = False
+) -> tuple[npt.NDArray[np.uint64], I64, I64]:
+    """Every request's prompt blocks, then (with ``outputs``) its output blocks, in order."""
     sizes = np.fromiter((len(r.blocks) for r in requests), dtype=np.int64, count=len(requests))
-    total = int(sizes.sum())
-    flat = np.fromiter(chain.from_iterable(r.blocks for r in requests), np.uint64, total)
-    return flat, sizes
+    extra = np.fromiter(
+        (len(r.output_blocks) if outputs else 0 for r in requests), np.int64, len(requests)
+    )
+    total = int(sizes.sum() + extra.sum())
+    parts = (r.blocks + r.output_blocks if outputs else r.blocks for r in requests)
+    flat = np.fromiter(chain.from_iterable(parts), np.uint64, total)
+    return flat, sizes, extra
 
 
-def hit_blocks(requests: Sequence[SimRequest], scope: str = "global") -> I64:
-    """Per request: leading blocks already present in the ``scope`` cache (module docstring)."""
+def hit_blocks(requests: Sequence[SimRequest], scope: str = "global", outputs: bool = False) -> I64:
+    """Per request: leading blocks already present in the ``scope`` cache (module docstring).
+
+    With ``outputs`` an earlier request's generated blocks (``output_blocks``) are in the cache
+    too, as in an engine that caches generated tokens (assuming it finished before the later
+    request arrived).
+    """
     if scope not in SCOPES:
         raise StatsError(f"scope must be one of {', '.join(SCOPES)}; got {scope!r}")
-    flat, sizes = _flat_blocks(requests)
+    flat, sizes, extra = _flat_blocks(requests, outputs)
     n = len(requests)
-    req = np.repeat(np.arange(n), sizes)
+    req = np.repeat(np.arange(n), sizes + extra)
     key_of = np.unique([r.key_hash for r in requests], return_inverse=True)[1].astype(np.int64)
     key = key_of[req]
     ident = flat
@@ -125,11 +137,14 @@ def hit_blocks(requests: Sequence[SimRequest], scope: str = "global") -> I64:
         big = np.iinfo(np.int64).max
         r1 = np.minimum.reduceat(np.where(other, sreq, big), first)[group]
         seen = np.where(other, sreq > sreq[first][group], sreq > r1)
-    hit = np.empty(len(flat), dtype=bool)
-    hit[order] = seen
+    hit_all = np.empty(len(flat), dtype=bool)
+    hit_all[order] = seen
+    width = sizes + extra  # keep the prompt entries only
+    within = np.arange(len(flat)) - np.repeat(np.cumsum(width) - width, width)
+    hit = hit_all[within < np.repeat(sizes, width)]
     # Leading run: index of the first miss within each request (its size when all hit).
     starts = np.cumsum(sizes) - sizes
-    local = np.arange(len(flat)) - np.repeat(starts, sizes)
+    local = np.arange(len(hit)) - np.repeat(starts, sizes)
     miss_at = np.where(hit, np.repeat(sizes, sizes), local)
     run = np.full(n, 0, dtype=np.int64)
     nonempty = sizes > 0
@@ -137,11 +152,13 @@ def hit_blocks(requests: Sequence[SimRequest], scope: str = "global") -> I64:
     return run
 
 
-def ideal_hit(requests: Sequence[SimRequest], scope: str = "global") -> float:
+def ideal_hit(
+    requests: Sequence[SimRequest], scope: str = "global", outputs: bool = False
+) -> float:
     """Token-weighted ideal hit rate in ``scope`` (cached prompt tokens / prompt tokens)."""
     if not requests:
         raise StatsError("ideal_hit of an empty stream")
-    run = hit_blocks(requests, scope)
+    run = hit_blocks(requests, scope, outputs)
     tokens = np.array([r.prompt_tokens for r in requests], dtype=np.int64)
     return float(np.minimum(run * BLOCK_TOKENS, tokens).sum() / tokens.sum())
 

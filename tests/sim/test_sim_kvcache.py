@@ -96,3 +96,25 @@ def test_filling_a_block_someone_else_cached_returns_its_reservation() -> None:
 def test_capacity_must_be_positive() -> None:
     with pytest.raises(ValueError, match="capacity_blocks"):
         PrefixCache(0)
+
+
+def test_store_uses_the_requests_reservation_then_evicts_the_oldest_block() -> None:
+    cache = PrefixCache(4)
+    assert cache.admit((1, 2), 0, 0, 3)  # 2 prompt blocks + 1 output block reserved
+    cache.fill((1, 2))
+    used = cache.store((10, 11), 1)  # two output blocks, one reservation left
+    assert used == 1
+    cache.release((1, 2), 1 - used)
+    assert cache.used == 4 and cache.reserved == 0
+    assert all(b in cache for b in (1, 2, 10, 11))
+    # The output tail (11) is the oldest evictable block: it goes first.
+    assert cache.admit((7,), 0, 0, 1)
+    assert 11 not in cache and 10 in cache
+
+
+def test_warm_installs_blocks_in_recency_order() -> None:
+    cache = PrefixCache(3)
+    cache.warm([5, 6, 7, 8])  # 5 most recent; 8 does not fit
+    assert len(cache) == 3 and 8 not in cache
+    assert cache.admit((9,), 0, 0, 1)  # evicts the least recent kept block, 7
+    assert 7 not in cache and 5 in cache and 6 in cache
