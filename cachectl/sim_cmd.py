@@ -30,12 +30,20 @@ from sim.cluster import DEFAULT_SNAPSHOT_S, DEFAULT_TIMEOUT_S
 from sim.engine_model import PROFILES, EngineProfile, UnknownProfileError, get_profile
 from sim.planning import DEFAULT_PLAN_WINDOW_S, DEFAULT_SLOTS_PER_NODE, placement_of
 from sim.plot import plot
-from sim.report import key_of, study_document, summarize_policies, table_rows
+from sim.report import (
+    key_of,
+    progress_bar,
+    protocols_by_qps,
+    study_document,
+    summarize_policies,
+    table_rows,
+)
 from sim.study import (
-    DEFAULT_DURATION_S,
-    DEFAULT_WARMUP_S,
+    STEADY_DURATION_S,
+    STEADY_WARMUP_S,
     RunSettings,
     default_jobs,
+    prewarm_for,
     run_single,
     run_study,
 )
@@ -135,7 +143,8 @@ def _settings(
     if args.slots < 0:
         raise CliError(f"--slots: must be >= 0, got {args.slots}")
     profile = _profile(args, preset)
-    warmup = min(DEFAULT_WARMUP_S, args.duration / 5) if args.warmup is None else args.warmup
+    warmup = min(STEADY_WARMUP_S, args.duration / 5) if args.warmup is None else args.warmup
+    prewarm = _prewarm(args.prewarm)
     q_cap = args.q_cap
     if q_cap is None and any(placement_of(p) is not None for p in policies):
         started = time.perf_counter()
@@ -157,7 +166,26 @@ def _settings(
         snapshot_interval_s=args.snapshot_ms / 1000.0,
         timeout_s=args.timeout,
         abort_above_s=abort_above_s,
+        prewarm_s=prewarm,
+        cache_outputs=not args.no_output_cache,
     )
+
+
+def _prewarm(text: str) -> float | None:
+    """``--prewarm``: ``auto`` (the convergence check) or seconds >= 0."""
+    if text == "auto":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise CliError(f"--prewarm: expected 'auto' or seconds, got {text!r}") from None
+    if not value >= 0:
+        raise CliError(f"--prewarm: must be >= 0 seconds, got {text!r}")
+    return value
+
+
+def _protocol_line(workload: Workload, settings: RunSettings, qps: float) -> str:
+    return f"@ {qps:g} QPS " + settings.protocol(prewarm_for(workload, settings, qps)).describe()
 
 
 # -- handlers -------------------------------------------------------------------------------------
@@ -179,6 +207,7 @@ def _run(args: argparse.Namespace) -> int:
         "profile": settings.profile.name,
         "q_cap": settings.q_cap,
         "wall_s": record.wall_s,
+        "protocol": record.protocol.to_dict() if record.protocol else None,
         **record.metrics.to_dict(),
     }
     if args.json:
@@ -190,6 +219,8 @@ def _run(args: argparse.Namespace) -> int:
             f"TTFT p50 {m.ttft_p50_s:.3f} s p99 {m.ttft_p99_s:.3f} s, "
             f"imbalance {m.imbalance:.2f}, failures {100 * m.failures:.2f}%"
         )
+        if record.protocol:
+            print(record.protocol.describe())
     return 0
 
 
@@ -211,8 +242,8 @@ def _study(args: argparse.Namespace, policies: tuple[str, ...], title: str) -> i
     started = time.perf_counter()
 
     def progress(done: int, total: int) -> None:
-        elapsed = time.perf_counter() - started
-        print(f"\r{done}/{total} (seed, QPS) tasks, {elapsed:.0f} s", end="", file=sys.stderr)
+        print("\r" + progress_bar(done, total, time.perf_counter() - started), end="",
+              file=sys.stderr)  # fmt: skip
 
     records = run_study(
         workload, policies, settings, ladder=ladder, seeds=seeds, jobs=args.jobs,
@@ -225,6 +256,8 @@ def _study(args: argparse.Namespace, policies: tuple[str, ...], title: str) -> i
           f"q_cap {settings.q_cap:.3f}, seeds {','.join(map(str, seeds))}")  # fmt: skip
     headers, rows = table_rows(results, slos, ref_qps)
     print_table(headers, rows)
+    for qps, protocol in protocols_by_qps(records).items():
+        print(f"@ {qps:g} QPS {protocol.describe()}")
     if args.json:
         document = study_document(
             args.workload, policies, ladder, seeds, slos, ref_qps, settings, records, elapsed
@@ -264,8 +297,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
     add("--routers", type=int, default=1, metavar="N", help="simulated routers (default 1)")
     add("--snapshot-ms", type=float, default=DEFAULT_SNAPSHOT_S * 1000, metavar="MS",
         help="load snapshot interval (default 250 ms)")  # fmt: skip
-    add("--warmup", type=float, metavar="S", help="seconds excluded from metrics (default "
-        f"min({DEFAULT_WARMUP_S:g}, duration/5))")  # fmt: skip
+    add("--warmup", type=float, metavar="S", help="simulated seconds excluded from metrics "
+        f"(default min({STEADY_WARMUP_S:g}, duration/5))")  # fmt: skip
     add("--plan-window", type=float, default=DEFAULT_PLAN_WINDOW_S, metavar="S",
         help="prior window the plan's rates are estimated on (default 60 s)")  # fmt: skip
     add("--q-cap", type=float, metavar="Q", help="per-destination load target (default: "
@@ -276,6 +309,11 @@ def _common(parser: argparse.ArgumentParser) -> None:
         help="warm slots per destination (default 8, the paper's)")  # fmt: skip
     add("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="S",
         help="TTFT past this is a failure (default 30 s)")  # fmt: skip
+    add("--prewarm", default="auto", metavar="S|auto",
+        help="seconds of the preceding window replayed into caches and policies before the run "
+        "(default auto: derived per QPS by sim.steady's convergence check; 0 = cold)")  # fmt: skip
+    add("--no-output-cache", action="store_true",
+        help="engines do not cache generated tokens (default: they do, like vLLM V1)")  # fmt: skip
 
 
 def _study_flags(parser: argparse.ArgumentParser) -> None:
@@ -288,8 +326,9 @@ def _study_flags(parser: argparse.ArgumentParser) -> None:
         help="seeds (default 1,2,3)")  # fmt: skip
     add("--ref-qps", type=float, metavar="Q", help="QPS of the p99/hit/imbalance columns "
         "(default 100 for paper, else the middle rung)")  # fmt: skip
-    add("--duration", type=float, default=DEFAULT_DURATION_S, metavar="S",
-        help="simulated arrival window per run (default 75 s)")  # fmt: skip
+    add("--duration", type=float, default=STEADY_DURATION_S, metavar="S",
+        help="simulated arrival window per run after the pre-warm (default 150 s: 30 s warm-up + "
+        "120 s measured)")  # fmt: skip
     add("--jobs", type=int, default=default_jobs(), metavar="N",
         help="worker processes (default: CPU count)")  # fmt: skip
     add("--json", metavar="OUT", help="write the results as JSON")

@@ -32,6 +32,7 @@ from sim.engine_model import EngineProfile
 from sim.kvcache import PrefixCache
 from sim.node import Job, Node
 from sim.run_results import RunMetrics, summarize
+from sim.steady import warm_cluster
 from sim.types import SimRequest
 
 DEFAULT_SNAPSHOT_S = 0.25
@@ -100,8 +101,10 @@ class Cluster:
         policy: str,
         config: ClusterConfig,
         table: RoutingTable | None = None,
+        prewarm: Sequence[SimRequest] = (),
     ) -> None:
         self.requests = requests
+        self.prewarm = prewarm  # replayed into caches and policies first (sim.steady), times < 0
         self.config = config
         node_set = NodeSet(config.node_ids())
         self.measure_end = requests[-1].arrival_s if requests else 0.0
@@ -134,6 +137,7 @@ class Cluster:
     def run(self) -> RunMetrics:
         config = self.config
         requests = self.requests
+        warm_cluster(self, self.prewarm)
         measured = sum(1 for r in requests if r.arrival_s >= config.warmup_s)
         self._drain = _Watch(config.timeout_s)
         if config.abort_above_s is not None:
@@ -220,6 +224,10 @@ def simulate(
     policy: str,
     config: ClusterConfig,
     table: RoutingTable | None = None,
+    prewarm: Sequence[SimRequest] = (),
 ) -> RunMetrics:
-    """Run ``policy`` over ``requests`` (sorted by arrival, times from 0) on a fresh cluster."""
-    return Cluster(requests, policy, config, table).run()
+    """Run ``policy`` over ``requests`` (sorted by arrival, times from 0) on a fresh cluster.
+
+    ``prewarm`` (times < 0, sorted) is replayed into the caches and the policies first.
+    """
+    return Cluster(requests, policy, config, table, prewarm).run()

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -38,27 +38,44 @@ class Stream:
     requests: list[SimRequest]
     prior: list[SimRequest]
     prior_window_s: float
+    prewarm: list[SimRequest] = field(default_factory=list)  # times in [-prewarm_s, 0)
 
 
 def split_stream(
-    requests: Sequence[SimRequest], prior_window_s: float, duration_s: float
+    requests: Sequence[SimRequest],
+    prior_window_s: float,
+    duration_s: float,
+    prewarm_s: float = 0.0,
 ) -> Stream:
-    """Cut a stream at ``prior_window_s``: the head estimates rates, the tail is simulated."""
-    prior = [r for r in requests if r.arrival_s < prior_window_s]
-    run = [
-        _shift(r, prior_window_s)
-        for r in requests
-        if prior_window_s <= r.arrival_s < prior_window_s + duration_s
-    ]
-    return Stream(run, prior, prior_window_s)
+    """Cut a stream: the run starts at ``lead = max(prior_window_s, prewarm_s)``.
+
+    The ``prior_window_s`` before the run estimate the rates, the ``prewarm_s`` before it are
+    replayed into the caches (shifted to negative times), ``duration_s`` after it are simulated.
+    """
+    lead = max(prior_window_s, prewarm_s)
+    prior = [r for r in requests if lead - prior_window_s <= r.arrival_s < lead]
+    run = [_shift(r, lead) for r in requests if lead <= r.arrival_s < lead + duration_s]
+    warm = (
+        [_shift(r, lead) for r in requests if lead - prewarm_s <= r.arrival_s < lead]
+        if prewarm_s > 0
+        else []
+    )
+    return Stream(run, prior, prior_window_s, warm)
 
 
 def make_stream(
-    workload: Workload, *, qps: float, duration_s: float, seed: int, prior_window_s: float
+    workload: Workload,
+    *,
+    qps: float,
+    duration_s: float,
+    seed: int,
+    prior_window_s: float,
+    prewarm_s: float = 0.0,
 ) -> Stream:
-    """Generate ``prior_window_s + duration_s`` of ``workload`` and split it."""
-    requests = workload.requests(qps=qps, duration_s=prior_window_s + duration_s, seed=seed)
-    return split_stream(requests, prior_window_s, duration_s)
+    """Generate ``max(prior_window_s, prewarm_s) + duration_s`` of ``workload`` and split it."""
+    lead = max(prior_window_s, prewarm_s)
+    requests = workload.requests(qps=qps, duration_s=lead + duration_s, seed=seed)
+    return split_stream(requests, prior_window_s, duration_s, prewarm_s)
 
 
 def estimate_rates(

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from sim.capacity import Interval, Rung, capacity_across_seeds, format_interval
+from sim.steady import Protocol
 from sim.study import RunRecord, RunSettings
 
 
@@ -121,6 +122,26 @@ def table_rows(
     return headers, rows
 
 
+def protocols_by_qps(records: Sequence[RunRecord]) -> dict[float, Protocol]:
+    """The run protocol of each rung (the same for every seed and policy of a rung)."""
+    out: dict[float, Protocol] = {}
+    for record in sorted(records, key=lambda r: r.qps):
+        if record.protocol is not None:
+            out.setdefault(record.qps, record.protocol)
+    return out
+
+
+def progress_bar(done: int, total: int, elapsed_s: float, width: int = 30) -> str:
+    """``[#####.....] 12/50 tasks, 40 s elapsed, ETA 2 min 7 s`` (ETA from the mean task rate)."""
+    filled = int(width * done / total) if total else width
+    eta = ""
+    if 0 < done < total:
+        left = elapsed_s / done * (total - done)
+        eta = f", ETA {int(left // 60)} min {int(left % 60)} s"
+    bar = "#" * filled + "." * (width - filled)
+    return f"[{bar}] {done}/{total} tasks, {elapsed_s:.0f} s elapsed{eta}"
+
+
 def study_document(
     workload: str,
     policies: Sequence[str],
@@ -144,10 +165,12 @@ def study_document(
         "ref_qps": key_of(ref_qps),
         "settings": knobs,
         "elapsed_s": elapsed_s,
+        "protocol": {key_of(q): p.to_dict() for q, p in protocols_by_qps(records).items()},
         "results": summarize_policies(records, slos, ref_qps),
         "runs": [
             {"policy": r.policy, "seed": r.seed, "qps": r.qps, "wall_s": r.wall_s}
             | r.metrics.to_dict()
+            | {"prewarm_s": r.protocol.prewarm_s if r.protocol else 0.0}
             for r in records
         ],
     }

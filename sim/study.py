@@ -27,10 +27,15 @@ from sim.planning import (
     plan_for,
 )
 from sim.run_results import RunMetrics
+from sim.steady import Convergence, Protocol, cached_prewarm, remember
 from sim.types import Workload
 
 DEFAULT_DURATION_S = 75.0
 DEFAULT_WARMUP_S = 15.0
+# Steady-state protocol (the command-line default): the pre-warm window derived by the
+# convergence check (sim.steady), then 30 s simulated warm-up and 120 s measured.
+STEADY_DURATION_S = 150.0
+STEADY_WARMUP_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,17 @@ class RunSettings:
     timeout_s: float = DEFAULT_TIMEOUT_S
     abort_above_s: float | None = None
     policy_params: dict[str, dict[str, Any]] = field(default_factory=dict)
+    prewarm_s: float | None = 0.0  # replayed before the run; None: derived (sim.steady)
+    cache_outputs: bool = True  # generated-token caching in the engines
+
+    def protocol(self, prewarm: Convergence | float) -> Protocol:
+        """The run protocol at one rung, given its pre-warm (a number or a convergence check)."""
+        if isinstance(prewarm, Convergence):
+            return Protocol(
+                prewarm.prewarm_s, self.warmup_s, self.duration_s - self.warmup_s,
+                self.plan_window_s, prewarm.warm_at_s, prewarm.converged,
+            )  # fmt: skip
+        return Protocol(prewarm, self.warmup_s, self.duration_s - self.warmup_s, self.plan_window_s)
 
 
 @dataclass(frozen=True)
@@ -58,6 +74,7 @@ class RunRecord:
     qps: float
     metrics: RunMetrics
     wall_s: float
+    protocol: Protocol | None = None
 
 
 def sim_policy_params(policy: str, profile: EngineProfile) -> dict[str, Any]:
@@ -78,6 +95,7 @@ def run_policies(
     *,
     qps: float,
     seed: int,
+    protocol: Protocol | None = None,
 ) -> list[RunRecord]:
     """Simulate each policy on the same stream; tables are built once per placement."""
     config_base = ClusterConfig(
@@ -89,6 +107,7 @@ def run_policies(
         timeout_s=settings.timeout_s,
         abort_above_s=settings.abort_above_s,
         seed=seed,
+        cache_outputs=settings.cache_outputs,
     )
     node_ids = config_base.node_ids()
     tables: dict[str | None, RoutingTable | None] = {}
@@ -108,8 +127,9 @@ def run_policies(
         params = sim_policy_params(policy, settings.profile)
         params.update(settings.policy_params.get(policy, {}))
         config = replace(config_base, policy_params=params)
-        metrics = simulate(stream.requests, policy, config, tables[placement])
-        records.append(RunRecord(policy, seed, qps, metrics, time.perf_counter() - started))
+        metrics = simulate(stream.requests, policy, config, tables[placement], stream.prewarm)
+        wall = time.perf_counter() - started
+        records.append(RunRecord(policy, seed, qps, metrics, wall, protocol))
     return records
 
 
@@ -123,19 +143,41 @@ def run_task(
     workload: Workload, policies: Sequence[str], settings: RunSettings, *, qps: float, seed: int
 ) -> list[RunRecord]:
     """One (seed, QPS): generate the stream once, run every policy on it."""
+    prewarm = prewarm_for(workload, settings, qps)
+    protocol = settings.protocol(prewarm)
     stream = make_stream(
         workload,
         qps=qps,
         duration_s=settings.duration_s,
         seed=seed,
         prior_window_s=settings.plan_window_s,
+        prewarm_s=protocol.prewarm_s,
     )
-    return run_policies(stream, policies, settings, qps=qps, seed=seed)
+    return run_policies(stream, policies, settings, qps=qps, seed=seed, protocol=protocol)
+
+
+def prewarm_for(workload: Workload, settings: RunSettings, qps: float) -> Convergence | float:
+    """The settings' fixed pre-warm, or the convergence check's at this QPS (memoised)."""
+    if settings.prewarm_s is not None:
+        return settings.prewarm_s
+    return cached_prewarm(
+        workload,
+        qps=qps,
+        nodes=settings.nodes,
+        kv_blocks=settings.profile.kv_blocks,
+        cache_outputs=settings.cache_outputs,
+    )
 
 
 # -- the pool -------------------------------------------------------------------------------------
 
 _STATE: tuple[Workload, Sequence[str], RunSettings] | None = None
+
+
+def _check(qps: float) -> tuple[float, Convergence | float]:
+    assert _STATE is not None, "worker started without a study"
+    workload, _, settings = _STATE
+    return qps, prewarm_for(workload, settings, qps)
 
 
 def _task(job: tuple[int, float]) -> list[RunRecord]:
@@ -165,6 +207,17 @@ def run_study(
     _STATE = (workload, tuple(policies), settings)
     records: list[RunRecord] = []
     try:
+        if settings.prewarm_s is None and jobs > 1 and len(ladder) > 1:
+            # The convergence checks first, in parallel; forked task workers inherit them.
+            context = multiprocessing.get_context("fork")
+            rungs = sorted({float(q) for q in ladder}, reverse=True)
+            with context.Pool(processes=min(jobs, len(rungs))) as pool:
+                for qps, result in pool.imap_unordered(_check, rungs):
+                    if isinstance(result, Convergence):
+                        remember(
+                            workload, qps, settings.nodes, settings.profile.kv_blocks,
+                            settings.cache_outputs, result,
+                        )  # fmt: skip
         if jobs <= 1 or len(tasks) <= 1:
             for done, task in enumerate(tasks, 1):
                 records.extend(_task(task))
