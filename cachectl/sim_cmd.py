@@ -226,12 +226,12 @@ def _run(args: argparse.Namespace) -> int:
 
 def _study(args: argparse.Namespace, policies: tuple[str, ...], title: str) -> int:
     preset = presets.preset_for(args.workload)
-    slos = _floats("--slo", args.slo)
+    slos = _floats("--slo", args.slo) if args.slo else preset.slos
     ladder = _floats("--ladder", args.ladder) if args.ladder else preset.ladder
     if ladder is None:
         raise CliError(f"--ladder: required for --workload {args.workload} (no preset ladder)")
     ladder = tuple(sorted(set(ladder)))
-    seeds = _ints("--seeds", args.seeds)
+    seeds = _ints("--seeds", args.seeds) if args.seeds else preset.seeds
     ref_qps = args.ref_qps if args.ref_qps is not None else presets.default_ref_qps(ladder, preset)
     if ref_qps not in ladder:
         raise CliError(f"--ref-qps: {ref_qps:g} is not a rung of the ladder")
@@ -318,12 +318,12 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 def _study_flags(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
-    add("--slo", default=",".join(key_of(s) for s in presets.DEFAULT_SLOS), metavar="S1,S2",
-        help="p99 TTFT SLOs in seconds (default 3.5,5)")  # fmt: skip
+    add("--slo", metavar="S1,S2",
+        help="p99 TTFT SLOs, s (default: paper 2,3.5,5 as in Table 1; else 3.5,5)")  # fmt: skip
     add("--ladder", metavar="Q1,Q2", help="offered QPS rungs (paper default: "
         + ",".join(key_of(q) for q in presets.PAPER_LADDER) + ")")  # fmt: skip
-    add("--seeds", default=",".join(map(str, presets.DEFAULT_SEEDS)), metavar="S1,S2",
-        help="seeds (default 1,2,3)")  # fmt: skip
+    add("--seeds", metavar="S1,S2",
+        help="seeds (default: paper 2,3,4,5,6 as in the paper; else 1,2,3)")  # fmt: skip
     add("--ref-qps", type=float, metavar="Q", help="QPS of the p99/hit/imbalance columns "
         "(default 100 for paper, else the middle rung)")  # fmt: skip
     add("--duration", type=float, default=STEADY_DURATION_S, metavar="S",
@@ -351,8 +351,9 @@ def register(sub: Any) -> None:
 
     capacity = commands.add_parser("capacity", help="SLO capacity over a QPS ladder")
     _common(capacity)
-    capacity.add_argument("--policies", required=True, metavar="P1,P2",
-                          help="policies, comma-separated")  # fmt: skip
+    capacity.add_argument("--policies", default=",".join(presets.TABLE1_POLICIES),
+                          metavar="P1,P2", help="policies, comma-separated (default: Table 1's "
+                          "seven: " + ",".join(presets.TABLE1_POLICIES) + ")")  # fmt: skip
     _study_flags(capacity)
     capacity.set_defaults(handler=_capacity)
 

@@ -22,7 +22,9 @@ Scheduling knobs are vLLM V1's defaults for the OpenAI server on ≥ 70 GiB GPUs
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from sim.types import BLOCK_TOKENS
 
@@ -47,6 +49,7 @@ class EngineProfile:
     max_running: int = 1024  # max_num_seqs
     block_tokens: int = BLOCK_TOKENS
     derivation: str = ""
+    ttft_offset_ms: float = 0.0  # constant added to every TTFT (a harness's own latency)
 
     def prefill_chunk_ms(self, new: int, seq: int) -> float:
         """Cost of one chunk of ``new`` uncached tokens ending at context length ``seq``."""
@@ -62,6 +65,25 @@ class EngineProfile:
         if decoding:
             total += self.decode_base_ms + self.decode_ms_per_context * decode_context
         return total
+
+    def slowed(
+        self, factor: float, ttft_offset_ms: float, *, name: str, note: str
+    ) -> EngineProfile:
+        """Every step-time coefficient × ``factor``, plus a constant TTFT offset (calibration)."""
+        if not factor > 0 or ttft_offset_ms < 0:
+            raise ValueError(f"factor must be > 0 and offset >= 0, got {factor}, {ttft_offset_ms}")
+        return replace(
+            self,
+            name=name,
+            prefill_overhead_ms=self.prefill_overhead_ms * factor,
+            prefill_ms_per_token=self.prefill_ms_per_token * factor,
+            prefill_ms_per_context=self.prefill_ms_per_context * factor,
+            prefill_ms_per_token_context=self.prefill_ms_per_token_context * factor,
+            decode_base_ms=self.decode_base_ms * factor,
+            decode_ms_per_context=self.decode_ms_per_context * factor,
+            ttft_offset_ms=ttft_offset_ms,
+            derivation=note,
+        )
 
     def with_overrides(
         self,
@@ -161,7 +183,38 @@ QWEN_32B = EngineProfile(
     ),
 )
 
-PROFILES: dict[str, EngineProfile] = {p.name: p for p in (LLAMA_70B, LLAMA_8B, QWEN_32B)}
+# --- the paper's testbed: the 70B profile slowed down, fitted on Flat-LB observations only -------
+# The frozen fit (scripts/calibrate_paper.py → sim/calibrated/paper_testbed.json) gives a factor
+# on every step-time coefficient and a constant TTFT offset; absent a freeze, no profile.
+PAPER_TESTBED_NAME = "paper-testbed"
+CALIBRATED_DIR = Path(__file__).parent / "calibrated"
+PAPER_TESTBED_FILE = CALIBRATED_DIR / "paper_testbed.json"
+
+
+def paper_testbed(frozen: dict[str, object] | None = None) -> EngineProfile | None:
+    """The ``paper-testbed`` profile from the frozen calibration (or ``frozen``), if any."""
+    if frozen is None:
+        if not PAPER_TESTBED_FILE.is_file():
+            return None
+        frozen = json.loads(PAPER_TESTBED_FILE.read_text())
+    engine = frozen["engine"]
+    assert isinstance(engine, dict)
+    return LLAMA_70B.slowed(
+        float(engine["slowdown"]),
+        float(engine["ttft_offset_ms"]),
+        name=PAPER_TESTBED_NAME,
+        note=(
+            f"llama-3.3-70b-fp8-tp2-h100 x {float(engine['slowdown']):g} on every step-time "
+            f"coefficient + {float(engine['ttft_offset_ms']):g} ms TTFT offset, fitted on the "
+            "paper's Flat-LB observations only (sim/calibrated/paper_testbed.json)"
+        ),
+    )
+
+
+_TESTBED = paper_testbed()
+PROFILES: dict[str, EngineProfile] = {
+    p.name: p for p in (LLAMA_70B, LLAMA_8B, QWEN_32B, _TESTBED) if p is not None
+}
 DEFAULT_PROFILE = LLAMA_70B.name
 
 

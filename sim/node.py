@@ -90,6 +90,7 @@ class Node:
         self._chunks: list[tuple[Job, int]] = []
         self._step = 0
         self._window = window
+        self._ttft_offset = profile.ttft_offset_ms / 1000.0
         # Work inside the measurement window.
         self.busy_s = 0.0
         self.prefill_s = 0.0
@@ -154,7 +155,7 @@ class Node:
             if job.computed < job.prompt:
                 continue
             done = True
-            job.first_token = now
+            job.first_token = now + self._ttft_offset
             if job.output == 1:
                 self._finish(job, now)
             else:

@@ -46,6 +46,7 @@ class RunMetrics:
     sim_end_s: float
     snapshots: int
     evictions: int
+    refused: int = 0  # measured requests whose KV footprint exceeds a whole cache (never served)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -106,4 +107,5 @@ def summarize(cluster: Cluster, measured: int) -> RunMetrics:
         sim_end_s=end,
         snapshots=cluster.snapshots,
         evictions=sum(n.cache.evictions for n in nodes),
+        refused=sum(1 for j in cluster.jobs if j.rejected and j.arrival >= config.warmup_s),
     )

@@ -79,7 +79,7 @@ class Convergence:
     hit_by_bucket: tuple[float, ...]
 
 
-class _Lru:
+class LruBlocks:
     """An LRU block set (the convergence check's cache: no pinning, no reservations)."""
 
     __slots__ = ("capacity", "order")
@@ -118,7 +118,7 @@ def hit_curve(
 ) -> list[float]:
     """Token-weighted hit rate per ``bucket_s`` of a cold fleet under uniform random routing."""
     rng = random.Random(seed)
-    caches = [_Lru(kv_blocks) for _ in range(nodes)]
+    caches = [LruBlocks(kv_blocks) for _ in range(nodes)]
     cached: list[int] = []
     prompt: list[int] = []
     for r in requests:

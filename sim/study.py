@@ -145,12 +145,15 @@ def run_task(
     """One (seed, QPS): generate the stream once, run every policy on it."""
     prewarm = prewarm_for(workload, settings, qps)
     protocol = settings.protocol(prewarm)
+    # The plan window exists for table policies only: without one (and without a pre-warm) the
+    # run replays the stream from its first request, so a finite trace loses nothing.
+    needs_window = protocol.prewarm_s > 0 or any(placement_of(p) is not None for p in policies)
     stream = make_stream(
         workload,
         qps=qps,
         duration_s=settings.duration_s,
         seed=seed,
-        prior_window_s=settings.plan_window_s,
+        prior_window_s=settings.plan_window_s if needs_window else 0.0,
         prewarm_s=protocol.prewarm_s,
     )
     return run_policies(stream, policies, settings, qps=qps, seed=seed, protocol=protocol)
