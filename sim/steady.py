@@ -29,6 +29,7 @@ import random
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 from dataplane.core.policies import Request
@@ -226,15 +227,26 @@ def warm_cluster(cluster: Cluster, prewarm: Sequence[SimRequest]) -> None:
         per_node[chosen.node].append(i)
     outputs = cluster.config.cache_outputs
     for node, indices in zip(cluster.nodes, per_node, strict=True):
-        capacity = node.cache.capacity
-        seen: dict[int, None] = {}
-        for i in reversed(indices):
-            request = prewarm[i]
-            for block in request.blocks:
-                seen.setdefault(block)
-            if outputs:
-                for block in request.output_blocks:
-                    seen.setdefault(block)
-            if len(seen) >= capacity:
-                break
-        node.cache.warm(list(seen))
+        node.cache.warm(_recent_first(prewarm, indices[::-1], node.cache.capacity, outputs))
+
+
+def _recent_first(
+    requests: Sequence[SimRequest], newest_first: Sequence[int], capacity: int, outputs: bool
+) -> list[int]:
+    """Distinct blocks by last use, most recent first, until ``capacity`` are known.
+
+    Chunks of requests go through ``dict.fromkeys`` (C speed); ``update`` keeps a block's first,
+    i.e. most recent, position. The list may overshoot ``capacity``; ``warm`` cuts it.
+    """
+    seen: dict[int, None] = {}
+    step = 256
+    for lo in range(0, len(newest_first), step):
+        chunk = [requests[i] for i in newest_first[lo : lo + step]]
+        if outputs:
+            parts = chain.from_iterable(r.blocks + r.output_blocks for r in chunk)
+        else:
+            parts = chain.from_iterable(r.blocks for r in chunk)
+        seen.update(dict.fromkeys(parts))
+        if len(seen) >= capacity:
+            break
+    return list(seen)
