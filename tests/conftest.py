@@ -1,14 +1,16 @@
-"""Shared fixtures: the trace folder, and a real redis-server on a free loopback port."""
+"""Shared fixtures: the trace folder, a real redis-server on a free loopback port, and the
+in-memory state twin (``memory_url``, ``memory_stores``) for logic that does not need Redis."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 import redis
 
-from cacheroute_state import Stores, open_stores
+from cacheroute_state import Stores, memory, open_stores
 from cacheroute_state.embedded import EmbeddedRedis
 
 TRACES = Path(__file__).resolve().parent.parent.parent / "shared" / "traces"
@@ -43,3 +45,17 @@ async def stores(redis_url: str) -> AsyncIterator[Stores]:
     opened = open_stores(redis_url)
     yield opened
     await opened.close()
+
+
+@pytest.fixture
+def memory_url() -> Iterator[str]:
+    """A fresh in-memory state (``memory://...``), shared by everything opened on it in-process."""
+    url = f"{memory.SCHEME}test-{uuid.uuid4().hex}"
+    yield url
+    memory.forget(url)
+
+
+@pytest.fixture
+def memory_stores(memory_url: str) -> Stores:
+    """The stores of ``memory_url``."""
+    return open_stores(memory_url)
