@@ -59,3 +59,22 @@ def memory_url() -> Iterator[str]:
 def memory_stores(memory_url: str) -> Stores:
     """The stores of ``memory_url``."""
     return open_stores(memory_url)
+
+
+@pytest.fixture
+def state_url(request: pytest.FixtureRequest) -> str:
+    """Where a twin-backed test's state lives: ``memory://...`` unless the test is marked
+    ``@on_redis`` (:mod:`tests.support.state`), then the session's real Redis."""
+    if getattr(request, "param", "memory") == "redis":
+        url: str = request.getfixturevalue("redis_url")
+        return url
+    url = request.getfixturevalue("memory_url")
+    return url
+
+
+@pytest.fixture
+async def state_stores(state_url: str) -> AsyncIterator[Stores]:
+    """The stores of ``state_url``."""
+    opened = open_stores(state_url)
+    yield opened
+    await opened.close()

@@ -3,11 +3,9 @@ real redis-server, so the two implementations cannot drift apart."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 
-from cacheroute_state import Stores, memory, open_stores
+from cacheroute_state import Stores, memory
 
 
 @pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])
@@ -22,7 +20,5 @@ def state_url(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-async def stores(state_url: str) -> AsyncIterator[Stores]:
-    opened = open_stores(state_url)
-    yield opened
-    await opened.close()
+def stores(state_stores: Stores) -> Stores:
+    return state_stores
