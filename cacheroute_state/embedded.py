@@ -12,7 +12,7 @@ from types import TracebackType
 
 import redis
 
-from servekit.processes import die_with_parent, free_port
+from servekit.processes import free_port, guarded
 
 STARTUP_TIMEOUT_S = 10.0
 
@@ -64,11 +64,8 @@ class EmbeddedRedis:
         self._process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> EmbeddedRedis:
-        self._process = subprocess.Popen(
-            self.args,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            preexec_fn=die_with_parent(),  # noqa: PLW1509 - only sets the parent-death signal
+        self._process = subprocess.Popen(  # no preexec_fn: see servekit.processes
+            guarded(self.args), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
         )
         deadline = time.monotonic() + STARTUP_TIMEOUT_S
         client = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=0.5)
