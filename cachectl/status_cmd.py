@@ -10,7 +10,8 @@ from cachectl.admin_client import add_target_flags, age_text, connect, to_json
 from cachectl.nodes_cmd import HEADERS as NODE_HEADERS
 from cachectl.nodes_cmd import node_rows
 from cachectl.output import print_json, print_table
-from cacheroute.v1 import admin_pb2
+from cachectl.plan_online import destinations_line, pointer_line
+from cacheroute.v1 import admin_pb2, cluster_pb2
 
 ROUTER_HEADERS = (
     "ROUTER",
@@ -48,14 +49,12 @@ def router_rows(pool: admin_pb2.PoolStatus) -> list[list[object]]:
 
 def _print_pool(pool: admin_pb2.PoolStatus) -> None:
     active = pool.active
-    if active.version:
-        print(
-            f"pool {pool.pool}: active {active.version} generation {active.generation} "
-            f"({active.action or 'moved'} by {active.actor or '?'}, "
-            f"{age_text(active.updated_at_unix_ms)} ago)"
-        )
-    else:
-        print(f"pool {pool.pool}: no active plan")
+    pointer = cluster_pb2.ActivePointer()
+    pointer.CopyFrom(active)
+    pointer.pool = pool.pool
+    print(pointer_line(pointer))
+    if pool.HasField("active_destinations"):
+        print(f"  {destinations_line(pool.active_destinations)}")
     if pool.routers:
         acked = sum(
             1

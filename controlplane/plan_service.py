@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import grpc
@@ -15,7 +16,16 @@ from controlplane.errors import NotBuiltError
 from controlplane.live_plan import BuildRequest, PlanDefaults, build_live_plan
 from controlplane.nodes import Liveness
 from controlplane.plan_diff import diff_plans
-from controlplane.plans import get_plan, import_plan, list_plans, read_plan, rollback, rollout
+from controlplane.plans import (
+    disable,
+    get_plan,
+    import_plan,
+    list_plans,
+    read_plan,
+    rollback,
+    rollout,
+)
+from controlplane.rollout_gates import DestinationGate, RolloutGate
 from controlplane.rpc import actor_of, handle
 from controlplane.status import cluster_status
 from dataplane.core.table_codec import decode_table
@@ -37,12 +47,17 @@ class PlanServicer(admin_pb2_grpc.PlanServiceServicer):
         defaults: PlanDefaults,
         liveness: Liveness,
         instance_id: str,
+        gates: Sequence[RolloutGate] | None = None,
     ) -> None:
         self._stores = stores
         self._metrics = metrics
         self._defaults = defaults
         self._liveness = liveness
         self._instance_id = instance_id
+        # Every rollout passes these (or is forced past them); see controlplane.rollout_gates.
+        self.gates: list[RolloutGate] = (
+            list(gates) if gates is not None else [DestinationGate(liveness)]
+        )
 
     async def BuildPlan(  # noqa: N802
         self, request: admin_pb2.BuildPlanRequest, context: Context
@@ -79,7 +94,12 @@ class PlanServicer(admin_pb2_grpc.PlanServiceServicer):
             "ImportPlan",
             context,
             lambda: import_plan(
-                self._stores, request.table, actor=actor, note=request.note, now_ms=_now_ms()
+                self._stores,
+                request.table,
+                actor=actor,
+                note=request.note,
+                now_ms=_now_ms(),
+                liveness=self._liveness,
             ),
         )
 
@@ -106,6 +126,8 @@ class PlanServicer(admin_pb2_grpc.PlanServiceServicer):
                 request.version,
                 top_keys=request.top_keys,
                 include_table=request.include_table,
+                now_ms=_now_ms(),
+                liveness=self._liveness,
             ),
         )
 
@@ -150,6 +172,23 @@ class PlanServicer(admin_pb2_grpc.PlanServiceServicer):
                 expected,
                 actor=actor,
                 reason=request.reason,
+                force=request.force,
+                gates=self.gates,
+                now_ms=_now_ms(),
+            ),
+        )
+
+    async def DisablePlan(  # noqa: N802
+        self, request: admin_pb2.DisablePlanRequest, context: Context
+    ) -> cluster_pb2.ActivePointer:
+        expected = request.expected_generation if request.HasField("expected_generation") else None
+        actor = actor_of(request.actor, context)
+        return await handle(
+            self._metrics,
+            "DisablePlan",
+            context,
+            lambda: disable(
+                self._stores, request.pool, expected, actor=actor, reason=request.reason
             ),
         )
 

@@ -14,7 +14,8 @@ The loop, as an xDS client does it:
    (:meth:`dataplane.core.router.Router.install_table`); the replaced table is freed on that thread.
 4. Write a ``RouterAck``: accepted, or a NACK with the ``TableError`` text while the last good
    table keeps serving. A rejected (generation, version) is remembered, so it is not fetched again
-   every tick; the next pointer move is tried afresh.
+   every tick; the next pointer move is tried afresh. A pointer with an empty version (``cachectl
+   plan disable``) removes the pool's table: the policy falls back to Flat-LB (``no_table``).
 
 Every ``ack_interval_s`` the last ACK/NACK of each pool is written again with a fresh timestamp
 (a heartbeat: ``cachectl status`` tells live routers from gone ones); a failed write is retried
@@ -190,6 +191,14 @@ class TableWatcher:
                 serving=state.table_generation,
                 pointer=pointer.generation,
             )
+        if not pointer.version:  # planned routing disabled: drop the table, Flat-LB answers
+            previous = [self._router.clear_table(pool, pointer.generation)]
+            await self._off_loop(previous.clear)
+            self._rejected.pop(pool, None)
+            self._metrics.table_update(pool, "applied")
+            log.info("table removed: plan disabled", pool=pool, generation=pointer.generation)
+            self._ack(pointer, accepted=True, reason="")
+            return
         data = await self._fetch(pool, pointer.version)
         if data is None:
             self._metrics.table_update(pool, "error")

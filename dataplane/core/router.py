@@ -210,6 +210,17 @@ class Router:
         state.table_applied_at = time.time()
         return previous
 
+    def clear_table(self, pool: str, generation: int) -> RoutingTable | None:
+        """Serve no table (planned routing disabled) as of ``generation``; returns the old one."""
+        state = self.add_pool(pool)
+        previous = state.table
+        state.view.table = None
+        state.table = None
+        state.table_version = ""
+        state.table_generation = generation
+        state.table_applied_at = time.time()
+        return previous
+
     def apply_load(self, snapshot: cluster_pb2.LoadSnapshot) -> bool:
         """Apply a load snapshot; False when it is older than the one applied (ignored).
 

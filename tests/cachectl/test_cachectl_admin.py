@@ -176,7 +176,14 @@ async def test_plan_import_list_show_diff(cli: Cli, tmp_path: Path) -> None:
     assert "churn" in await cli.ok("plan", "diff", v1, v2)
 
 
+async def add_plan_nodes(cli: Cli, count: int = 4) -> None:
+    """node-0..: the destinations of ``small_plan``, so its rollouts pass the destination gate."""
+    for i in range(count):
+        await cli.ok("nodes", "add", f"node-{i}", "--address", f"127.0.0.1:{9000 + i}")
+
+
 async def test_plan_rollout_rollback_and_conflicts(cli: Cli, tmp_path: Path) -> None:
+    await add_plan_nodes(cli)
     versions = []
     for seed in (1, 2, 3):
         path, version = write_plan(tmp_path, seed)

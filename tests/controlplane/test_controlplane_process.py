@@ -149,6 +149,10 @@ async def test_restart_keeps_plans_pointer_and_rate_state(
     with grpc.insecure_channel(first.address) as channel:
         plans = admin_pb2_grpc.PlanServiceStub(channel)
         plans.ImportPlan(admin_pb2.ImportPlanRequest(table=table_to_proto(table)), timeout=5)
+        nodes = admin_pb2_grpc.NodeServiceStub(channel)
+        for i, node in enumerate(table.node_ids):
+            request = admin_pb2.AddNodeRequest(node_id=node, address=f"127.0.0.1:{9000 + i}")
+            nodes.AddNode(request, timeout=5)
         plans.Rollout(admin_pb2.RolloutRequest(version=table.version, actor="alice"), timeout=5)
     stores = open_stores(first.redis_url)
     try:

@@ -52,6 +52,10 @@ class PlanServiceStub:
     """
     Rollback: _grpc.UnaryUnaryMultiCallable[_admin_pb2.RollbackRequest, _cluster_pb2.ActivePointer]
     """Re-activate an earlier version (the previous active one by default) under a new generation."""
+    DisablePlan: _grpc.UnaryUnaryMultiCallable[_admin_pb2.DisablePlanRequest, _cluster_pb2.ActivePointer]
+    """Turn planned routing off: a new generation with no table (empty version); routers answer
+    by Flat-LB with reason no_table. Rollback afterwards re-activates the last plan.
+    """
     GetStatus: _grpc.UnaryUnaryMultiCallable[_admin_pb2.GetStatusRequest, _admin_pb2.ClusterStatus]
 
 @_typing.type_check_only
@@ -74,6 +78,10 @@ class PlanServiceAsyncStub(PlanServiceStub):
     """
     Rollback: _aio.UnaryUnaryMultiCallable[_admin_pb2.RollbackRequest, _cluster_pb2.ActivePointer]  # type: ignore[assignment]
     """Re-activate an earlier version (the previous active one by default) under a new generation."""
+    DisablePlan: _aio.UnaryUnaryMultiCallable[_admin_pb2.DisablePlanRequest, _cluster_pb2.ActivePointer]  # type: ignore[assignment]
+    """Turn planned routing off: a new generation with no table (empty version); routers answer
+    by Flat-LB with reason no_table. Rollback afterwards re-activates the last plan.
+    """
     GetStatus: _aio.UnaryUnaryMultiCallable[_admin_pb2.GetStatusRequest, _admin_pb2.ClusterStatus]  # type: ignore[assignment]
 
 class PlanServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -141,6 +149,16 @@ class PlanServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_cluster_pb2.ActivePointer, _abc.Awaitable[_cluster_pb2.ActivePointer]]:
         """Re-activate an earlier version (the previous active one by default) under a new generation."""
+
+    @_abc_1.abstractmethod
+    def DisablePlan(
+        self,
+        request: _admin_pb2.DisablePlanRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_cluster_pb2.ActivePointer, _abc.Awaitable[_cluster_pb2.ActivePointer]]:
+        """Turn planned routing off: a new generation with no table (empty version); routers answer
+        by Flat-LB with reason no_table. Rollback afterwards re-activates the last plan.
+        """
 
     @_abc_1.abstractmethod
     def GetStatus(
