@@ -109,6 +109,9 @@ class TableWatcher:
         self.acks: dict[str, cluster_pb2.RouterAck] = {}
         self._unsent: set[str] = set()
         self._store_down = False
+        # a full pass (pool set and every pool's pointer) has succeeded at least once
+        self.synced = False
+        self.last_error = ""
         self._decoder = ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="table-decode", initializer=_lower_priority,
             initargs=(decode_nice,),
@@ -162,6 +165,7 @@ class TableWatcher:
                 await self.sync_pool(remaining[0])
                 remaining.pop(0)
         except StoreUnavailableError as exc:
+            self.last_error = str(exc)
             for pool in remaining:
                 self._metrics.table_update(pool, "error")
             if not self._store_down:
@@ -171,6 +175,8 @@ class TableWatcher:
         if self._store_down:
             log.info("store reachable again")
         self._store_down = False
+        if pools is None:
+            self.synced = True
 
     async def sync_pool(self, pool: str) -> None:
         pointer = await self._plans.get_active(pool)

@@ -50,11 +50,20 @@ class GrpcServer:
         host = listen.rsplit(":", 1)[0]
         self.address = f"{host}:{self.port}"
 
-    async def start(self) -> None:
+    async def start(self, *, serving: bool = True) -> None:
+        """Start listening; health says SERVING, or NOT_SERVING until :meth:`set_serving`."""
         await self.server.start()
-        serving = health_pb2.HealthCheckResponse.SERVING
+        await self.set_serving(serving)
+
+    async def set_serving(self, serving: bool) -> None:
+        """Health of every service (a no-op once shutdown has begun)."""
+        status = (
+            health_pb2.HealthCheckResponse.SERVING
+            if serving
+            else health_pb2.HealthCheckResponse.NOT_SERVING
+        )
         for name in ("", *self._service_names):
-            await self.health.set(name, serving)
+            await self.health.set(name, status)
 
     async def stop(self, grace_s: float = 5.0) -> None:
         await self.health.enter_graceful_shutdown()

@@ -17,6 +17,7 @@ from cachectl.admin_client import age_text, duration_text
 from cachectl.main import main
 from cacheroute.v1 import cluster_pb2
 from cacheroute_state import Stores
+from cacheroute_state.embedded import EmbeddedRedis
 from controlplane.server import ControlPlane
 from dataplane.core.table_codec import encode_table
 from tests.support.controlplane import fast_config, running, traffic
@@ -291,3 +292,22 @@ def test_ages_are_compact() -> None:
     assert duration_text(3 * 3_600_000 + 5) == "3h"
     assert age_text(0) == "-"
     assert age_text(1_000, now_ms=61_000) == "1m"
+
+
+async def test_a_control_plane_whose_redis_is_down_is_not_called_unreachable(
+    quiet_server_logs: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    redis = EmbeddedRedis().start()
+    try:
+        async with running(fast_config(redis.url)) as plane:
+            address = plane.address
+            redis.stop()
+            code = await asyncio.to_thread(
+                run_main, ["status", "--target", address, "--timeout", "5"]
+            )
+            err = capsys.readouterr().err
+    finally:
+        redis.stop()
+    assert code == 2
+    assert f"the control plane at {address} answered, but its store is down" in err
+    assert "cannot reach" not in err
