@@ -133,7 +133,8 @@ def build(args: argparse.Namespace) -> int:
     out = Path(args.out)
     write_atomically(out, data)
     if args.json:
-        print_json({**plan_report.summary(table), "out": str(out), "bytes": len(data)})
+        summary = plan_report.plan_summary(table, table_bytes=len(data))
+        print_json({**summary, "out": str(out), "bytes": len(data)})
     else:
         print(f"wrote plan {table.version} to {out} ({len(data):,} bytes)")
         print("\n".join(plan_report.summary_lines(table)))
@@ -164,10 +165,10 @@ def show(args: argparse.Namespace, path: Path) -> int:
     if args.json:
         print_json(
             {
-                **plan_report.summary(table),
+                "summary": plan_report.plan_summary(table, table_bytes=path.stat().st_size),
+                "top_keys": plan_report.key_assignments(table, args.top),
                 "path": str(path),
                 "nodes": plan_report.node_rows(table),
-                "top_keys": top,
             }
         )
         return 0
@@ -206,7 +207,7 @@ def route(args: argparse.Namespace, path: Path) -> int:
         print_json(
             {
                 "key": args.key,
-                "key_hash": key_hash,
+                "key_hash": str(key_hash),  # 64-bit: a string, as in every JSON cachectl prints
                 "policy": policy.name,
                 "version": table.version,
                 "node": node,

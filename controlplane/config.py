@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from servekit.flags import (
+    HelpFormatter,
     add_log_flags,
     add_server_tls_flags,
     non_negative_float,
@@ -63,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m controlplane",
         description="CacheRoute control plane: agent registry, load snapshots, rate estimation, "
         "planning and the admin API used by cachectl.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     add = parser.add_argument
     add("--listen", default="127.0.0.1:50051", help="gRPC HOST:PORT (port 0: any free port)")

@@ -41,12 +41,20 @@ class GrpcServer:
         reflection.enable_server_reflection(
             (*self._service_names, health.SERVICE_NAME, reflection.SERVICE_NAME), self.server
         )
-        if tls is None:
-            self.port = self.server.add_insecure_port(listen)
-        else:
-            self.port = self.server.add_secure_port(listen, tls.server_credentials())
+        try:
+            if tls is None:
+                self.port = self.server.add_insecure_port(listen)
+            else:
+                self.port = self.server.add_secure_port(listen, tls.server_credentials())
+        except RuntimeError as exc:  # grpc's "Failed to bind to address ..."
+            raise OSError(
+                f"cannot listen on {listen} (gRPC): the address is in use or not available "
+                f"({' '.join(str(exc).split())})"
+            ) from None
         if self.port == 0:
-            raise OSError(f"could not bind gRPC server to {listen}")
+            raise OSError(
+                f"cannot listen on {listen} (gRPC): the address is in use or not available"
+            )
         host = listen.rsplit(":", 1)[0]
         self.address = f"{host}:{self.port}"
 

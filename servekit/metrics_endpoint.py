@@ -16,7 +16,12 @@ class MetricsEndpoint:
     """A running ``/metrics`` HTTP server; ``port`` is the bound port (useful with port 0)."""
 
     def __init__(self, registry: CollectorRegistry, host: str = "127.0.0.1", port: int = 0):
-        server, thread = start_http_server(port, addr=host, registry=registry)
+        try:
+            server, thread = start_http_server(port, addr=host, registry=registry)
+        except OSError as exc:
+            raise OSError(
+                exc.errno, f"cannot listen on {host}:{port} (metrics): {exc.strerror or exc}"
+            ) from None
         self._server: WSGIServer = server
         self._thread: threading.Thread = thread
         self.host = host

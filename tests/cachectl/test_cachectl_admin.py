@@ -222,8 +222,15 @@ async def test_a_plan_built_offline_imports_and_shows_online(cli: Cli, tmp_path:
         "--slots-per-node", "2", "--out", str(out),
     )  # fmt: skip
     stored = await cli.json("plan", "import", str(out))
-    assert stored["metadata"]["version"] == built["version"]
-    shown = await cli.json("plan", "show", built["version"])
+    version = built["metadata"]["version"]
+    assert stored["metadata"]["version"] == version
+    # the same object has the same shape offline (a file) and online (a stored version)
+    offline = await cli.json("plan", "show", str(out))
+    online = await cli.json("plan", "show", version)
+    assert offline["summary"]["metadata"].keys() == online["summary"]["metadata"].keys()
+    assert offline["summary"]["metadata"]["stats"] == online["summary"]["metadata"]["stats"]
+    assert offline["top_keys"] == online["top_keys"]
+    shown = await cli.json("plan", "show", version)
     assert shown["top_keys"][0]["key"] == "acme/bot"
     assert len(shown["top_keys"][0]["node_ids"]) == 3  # 40 req/s at q_cap 10: capped at R = 3
     assert "acme/bot" in await cli.ok("plan", "show", str(out))  # a file stays offline
