@@ -43,6 +43,7 @@ class NodeServicer(admin_pb2_grpc.NodeServiceServicer):
                 actor=actor,
                 now_ms=_now_ms(),
                 liveness=self._liveness,
+                replace=request.replace,
             ),
         )
 
@@ -50,7 +51,12 @@ class NodeServicer(admin_pb2_grpc.NodeServiceServicer):
         self, request: admin_pb2.RemoveNodeRequest, actor: str
     ) -> admin_pb2.RemoveNodeResponse:
         removed = await remove_node(
-            self._stores, pool=request.pool, node_id=request.node_id, actor=actor, now_ms=_now_ms()
+            self._stores,
+            pool=request.pool,
+            node_id=request.node_id,
+            actor=actor,
+            now_ms=_now_ms(),
+            liveness=self._liveness,
         )
         return admin_pb2.RemoveNodeResponse(removed=removed)
 

@@ -280,6 +280,8 @@ def test_bad_flag_fails_naming_the_flag_and_leaves_no_output(
         (("--weights", "1,0,1,1"), "every weight must be a positive number"),
         (("--seed", "-1"), "--seed must be between 0"),
         (("--pool", ""), "--pool must not be empty"),
+        (("--pool", "Bad Pool"), "--pool: "),  # the control plane's names.py rules
+        (("--pool", "eu/west"), "--pool: "),
     ],
 )
 def test_bad_optional_flags_are_named(
@@ -498,3 +500,17 @@ def test_console_usage_error_exits_2(tmp_path: Path) -> None:
     result = cachectl("plan", "route", str(tmp_path / "plan.bin"))  # --key missing
     assert result.returncode == 2
     assert "--key" in result.stderr
+
+
+@pytest.mark.parametrize("nodes", ["gpu 0,gpu-1", "_gpu,gpu-1", "gpu/0,gpu-1"])
+def test_node_ids_the_control_plane_refuses_are_refused_offline(
+    rates: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], nodes: str
+) -> None:
+    out = tmp_path / "plan.bin"
+    argv = build_args(rates, out)
+    at = argv.index("--num-nodes")
+    argv[at : at + 2] = ["--nodes", nodes]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("cachectl: error: --nodes: ") and "node id" in err
+    assert not out.exists()

@@ -669,11 +669,14 @@ class AddNodeRequest(_message.Message):
     ADDRESS_FIELD_NUMBER: _builtins.int
     WEIGHT_FIELD_NUMBER: _builtins.int
     ACTOR_FIELD_NUMBER: _builtins.int
+    REPLACE_FIELD_NUMBER: _builtins.int
     pool: _builtins.str
     node_id: _builtins.str
     address: _builtins.str
     weight: _builtins.float
     actor: _builtins.str
+    replace: _builtins.bool
+    """Change an already registered static node; without it, an existing id is ALREADY_EXISTS."""
     def __init__(
         self,
         *,
@@ -682,10 +685,11 @@ class AddNodeRequest(_message.Message):
         address: _builtins.str = ...,
         weight: _builtins.float = ...,
         actor: _builtins.str = ...,
+        replace: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "address", b"address", "node_id", b"node_id", "pool", b"pool", "weight", b"weight"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "address", b"address", "node_id", b"node_id", "pool", b"pool", "replace", b"replace", "weight", b"weight"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

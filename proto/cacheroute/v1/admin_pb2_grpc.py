@@ -537,7 +537,8 @@ class NodeServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def RemoveNode(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """FAILED_PRECONDITION for a node a live agent reports for (it would re-register it).
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')

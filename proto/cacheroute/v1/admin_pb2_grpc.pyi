@@ -177,6 +177,7 @@ class NodeServiceStub:
     AddNode: _grpc.UnaryUnaryMultiCallable[_admin_pb2.AddNodeRequest, _cluster_pb2.NodeRecord]
     """Register a static destination (no agent): healthy until removed or drained."""
     RemoveNode: _grpc.UnaryUnaryMultiCallable[_admin_pb2.RemoveNodeRequest, _admin_pb2.RemoveNodeResponse]
+    """FAILED_PRECONDITION for a node a live agent reports for (it would re-register it)."""
     ListNodes: _grpc.UnaryUnaryMultiCallable[_admin_pb2.ListNodesRequest, _admin_pb2.ListNodesResponse]
     SetDraining: _grpc.UnaryUnaryMultiCallable[_admin_pb2.SetDrainingRequest, _admin_pb2.NodeStatus]
     """Drain (routers stop choosing the node) or undrain it."""
@@ -187,6 +188,7 @@ class NodeServiceAsyncStub(NodeServiceStub):
     AddNode: _aio.UnaryUnaryMultiCallable[_admin_pb2.AddNodeRequest, _cluster_pb2.NodeRecord]  # type: ignore[assignment]
     """Register a static destination (no agent): healthy until removed or drained."""
     RemoveNode: _aio.UnaryUnaryMultiCallable[_admin_pb2.RemoveNodeRequest, _admin_pb2.RemoveNodeResponse]  # type: ignore[assignment]
+    """FAILED_PRECONDITION for a node a live agent reports for (it would re-register it)."""
     ListNodes: _aio.UnaryUnaryMultiCallable[_admin_pb2.ListNodesRequest, _admin_pb2.ListNodesResponse]  # type: ignore[assignment]
     SetDraining: _aio.UnaryUnaryMultiCallable[_admin_pb2.SetDrainingRequest, _admin_pb2.NodeStatus]  # type: ignore[assignment]
     """Drain (routers stop choosing the node) or undrain it."""
@@ -205,7 +207,8 @@ class NodeServiceServicer(metaclass=_abc_1.ABCMeta):
         self,
         request: _admin_pb2.RemoveNodeRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_admin_pb2.RemoveNodeResponse, _abc.Awaitable[_admin_pb2.RemoveNodeResponse]]: ...
+    ) -> _typing.Union[_admin_pb2.RemoveNodeResponse, _abc.Awaitable[_admin_pb2.RemoveNodeResponse]]:
+        """FAILED_PRECONDITION for a node a live agent reports for (it would re-register it)."""
 
     @_abc_1.abstractmethod
     def ListNodes(
