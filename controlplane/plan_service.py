@@ -48,12 +48,14 @@ class PlanServicer(admin_pb2_grpc.PlanServiceServicer):
         liveness: Liveness,
         instance_id: str,
         gates: Sequence[RolloutGate] | None = None,
+        store: str = "",
     ) -> None:
         self._stores = stores
         self._metrics = metrics
         self._defaults = defaults
         self._liveness = liveness
         self._instance_id = instance_id
+        self._store = store
         # Every rollout passes these (or is forced past them); see controlplane.rollout_gates.
         self.gates: list[RolloutGate] = (
             list(gates) if gates is not None else [DestinationGate(liveness)]
@@ -224,5 +226,6 @@ class PlanServicer(admin_pb2_grpc.PlanServiceServicer):
                 now_ms=_now_ms(),
                 liveness=self._liveness,
                 instance_id=self._instance_id,
+                store=self._store,
             ),
         )

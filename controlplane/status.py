@@ -53,7 +53,13 @@ async def pool_status(
 
 
 async def cluster_status(
-    stores: Stores, pool: str, *, now_ms: int, liveness: Liveness, instance_id: str
+    stores: Stores,
+    pool: str,
+    *,
+    now_ms: int,
+    liveness: Liveness,
+    instance_id: str,
+    store: str = "",
 ) -> admin_pb2.ClusterStatus:
     """Every pool (or just ``pool``); router ages are for the client to compute from at_unix_ms."""
     pools = [validate_pool(pool)] if pool else await stores.plans.pools()
@@ -62,4 +68,5 @@ async def cluster_status(
         pools=[await pool_status(stores, p, now_ms, liveness) for p in pools],
         leader_id=leader,
         is_leader=leader == instance_id,
+        store=store,
     )

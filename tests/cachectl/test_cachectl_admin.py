@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import sys
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -148,9 +149,16 @@ async def test_status_shows_pointer_routers_and_nodes(cli: Cli, stores: Stores) 
         cluster_pb2.RouterAck(router_id="r2", pool="default", version=version, generation=1,
                               reason="set member out of range")
     )  # fmt: skip
+    gone = int(time.time() * 1000) - 5 * 60_000
+    await stores.cluster.put_ack(
+        cluster_pb2.RouterAck(router_id="r3", pool="default", version=version, generation=1,
+                              accepted=True, at_unix_ms=gone)
+    )  # fmt: skip
     out = await cli.ok("status")
+    assert "routers that stopped reporting: r3 (5m ago)" in out
+    assert "r1 (" not in out.split("stopped reporting")[1].splitlines()[0]
     assert f"pool default: active {version} generation 1 (rollout by tester" in out
-    assert "routers: 1 of 2 applied generation 1" in out
+    assert "routers: 2 of 3 applied generation 1" in out
     assert "NACK" in out and "set member out of range" in out
     assert "n1" in out
     status = await cli.json("status")

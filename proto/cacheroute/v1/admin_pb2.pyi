@@ -640,9 +640,14 @@ class ClusterStatus(_message.Message):
     POOLS_FIELD_NUMBER: _builtins.int
     LEADER_ID_FIELD_NUMBER: _builtins.int
     IS_LEADER_FIELD_NUMBER: _builtins.int
+    STORE_FIELD_NUMBER: _builtins.int
     leader_id: _builtins.str
     """Id of the control-plane instance holding the leader lease, and whether it is this one."""
     is_leader: _builtins.bool
+    store: _builtins.str
+    """The store this instance uses, e.g. "redis://127.0.0.1:6379/0 (embedded, supervised, AOF in
+    /var/lib/cacheroute)"; never with a password.
+    """
     @_builtins.property
     def pools(self) -> _containers.RepeatedCompositeFieldContainer[Global___PoolStatus]: ...
     def __init__(
@@ -651,10 +656,11 @@ class ClusterStatus(_message.Message):
         pools: _abc.Iterable[Global___PoolStatus] | None = ...,
         leader_id: _builtins.str = ...,
         is_leader: _builtins.bool = ...,
+        store: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["is_leader", b"is_leader", "leader_id", b"leader_id", "pools", b"pools"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["is_leader", b"is_leader", "leader_id", b"leader_id", "pools", b"pools", "store", b"store"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
