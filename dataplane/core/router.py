@@ -140,6 +140,8 @@ class Router:
         self.top_keys = top_keys
         self.sampler = sampler
         self.pools: dict[str, PoolState] = {}
+        # Set by the server while it has never synced with the store: why no pool has nodes.
+        self.not_synced = ""
         self._pool_metrics = pool_metrics
         self.add_pool(DEFAULT_POOL)
 
@@ -168,7 +170,7 @@ class Router:
         if state is None:
             raise UnknownPoolError(f"pool {inp.pool!r} is not known to this router")
         if not state.view.eligible_nodes:
-            raise NoDestinationError(state.unavailable())
+            raise NoDestinationError(self._unavailable(state))
         return self._decide(state, inp, now)
 
     def route_batch(self, inputs: Sequence[RouteInput], now: float) -> list[Outcome]:
@@ -179,9 +181,14 @@ class Router:
             if state is None:
                 raise UnknownPoolError(f"requests[{index}]: pool {inp.pool!r} is not known")
             if not state.view.eligible_nodes:
-                raise NoDestinationError(f"requests[{index}]: {state.unavailable()}")
+                raise NoDestinationError(f"requests[{index}]: {self._unavailable(state)}")
         decide = self._decide
         return [decide(pools[inp.pool], inp, now) for inp in inputs]
+
+    def _unavailable(self, state: PoolState) -> str:
+        if self.not_synced:
+            return f"{state.unavailable()}: {self.not_synced}"
+        return state.unavailable()
 
     def _decide(self, state: PoolState, inp: RouteInput, now: float) -> Outcome:
         started = time.perf_counter()
@@ -220,6 +227,17 @@ class Router:
         state.table_version = table.version
         state.table_generation = generation
         state.outcomes = {}
+        state.table_applied_at = time.time()
+        return previous
+
+    def clear_table(self, pool: str, generation: int) -> RoutingTable | None:
+        """Serve no table (planned routing disabled) as of ``generation``; returns the old one."""
+        state = self.add_pool(pool)
+        previous = state.table
+        state.view.table = None
+        state.table = None
+        state.table_version = ""
+        state.table_generation = generation
         state.table_applied_at = time.time()
         return previous
 
