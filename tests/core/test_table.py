@@ -14,7 +14,6 @@ from dataplane.core.table import (
     PlanStats,
     RoutingTable,
     TableError,
-    content_hash,
     make_table,
     validate_arrays,
     version_of,
@@ -98,12 +97,25 @@ def test_validate_arrays_rejects_bad_destination_lists(
         check(HASHES, OFFSETS, MEMBERS, nodes)
 
 
-def test_validate_arrays_accepts_an_empty_table() -> None:
-    check([], [0], [])
+def test_an_empty_table_is_valid_and_serves_no_key() -> None:
+    empty = table(key_hashes=[], set_offsets=[0], set_members=[])
+    assert (empty.num_keys, empty.nbytes) == (0, 4)
+    assert [empty.destinations(h) for h in (0, 10, 2**64 - 1)] == [None, None, None]
+    with pytest.raises(TableError, match="set_offsets has 0 entries; expected 1"):
+        check([], [], [])  # the one offset an empty table needs is still required
 
 
-def test_validate_arrays_accepts_the_largest_hash_and_a_full_set() -> None:
-    check([0, 2**64 - 1], [0, 3, 4], [0, 1, 2, 2])
+def test_the_largest_hash_and_a_set_of_every_destination_are_valid_and_found() -> None:
+    t = table(key_hashes=[0, 2**64 - 1], set_offsets=[0, 3, 4], set_members=[0, 1, 2, 2])
+    assert t.destinations(0) == [0, 1, 2]
+    assert t.destination_ids(2**64 - 1) == ["node-c"]
+    assert t.find(2**64 - 2) == -1
+
+
+def test_the_largest_allowed_destination_list_of_65535_is_valid() -> None:
+    nodes = tuple(f"n{i}" for i in range(65535))
+    t = table(node_ids=nodes, set_members=[65534, 0, 1, 1])
+    assert t.destination_ids(10) == ["n65534"]
 
 
 def test_make_table_rejects_an_unknown_placement() -> None:
@@ -221,6 +233,7 @@ def test_content_hash_ignores_build_time_stats_and_labels() -> None:
         {"params": PlannerParams(q_cap=5.0, slots_per_node=2, placement="hash")},
         {"params": PlannerParams(q_cap=5.0, slots_per_node=2, seed=7)},
         {"params": PlannerParams(q_cap=5.0, slots_per_node=2, node_weights=(1.0, 1.0, 2.0))},
+        {"params": PlannerParams(q_cap=5.0, slots_per_node=2, seed=2**63)},
     ],
     ids=lambda change: next(iter(change)),
 )
@@ -228,6 +241,23 @@ def test_content_hash_changes_with_any_content(change: dict[str, Any]) -> None:
     if "set_offsets" in change:
         change = {**change, "set_members": np.array([0, 2, 1, 1], dtype=np.uint16)}
     assert table(**change).content_hash != table().content_hash
+
+
+def test_content_hash_covers_weight_values_not_just_their_count() -> None:
+    # plans that differ only in capacity weights must get different versions
+    weights = [(1.0, 1.0, 2.0), (1.0, 2.0, 1.0), (1.0, 1.0, 2.5)]
+    hashes = {
+        table(params=PlannerParams(q_cap=5.0, slots_per_node=2, node_weights=w)).content_hash
+        for w in weights
+    }
+    assert len(hashes) == len(weights)
+
+
+def test_content_hash_tells_apart_pool_and_node_id_boundaries() -> None:
+    # length prefixes: moving bytes between adjacent strings changes the hash
+    a = table(node_ids=("ab", "c", "d"))
+    b = table(node_ids=("a", "bc", "d"))
+    assert a.content_hash != b.content_hash
 
 
 def test_expected_content_hash_must_match() -> None:
@@ -243,10 +273,3 @@ def test_trusted_content_hash_is_taken_without_hashing_but_layout_is_still_check
     assert trusted.version == "p" + "ab" * 8
     with pytest.raises(TableError, match="not sorted"):
         table(trusted_content_hash="ab" * 32, key_hashes=np.array([3, 2, 1], np.uint64))
-
-
-def test_content_hash_function_is_what_make_table_records() -> None:
-    t = table()
-    assert t.content_hash == content_hash(
-        t.pool, t.node_ids, t.key_hashes, t.set_offsets, t.set_members, t.params
-    )
