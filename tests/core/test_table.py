@@ -128,6 +128,12 @@ def test_make_table_rejects_weights_not_matching_the_destinations() -> None:
         table(params=PlannerParams(q_cap=1.0, slots_per_node=1, node_weights=(1.0, 2.0)))
 
 
+@pytest.mark.parametrize("seed", [-1, 2**64])
+def test_make_table_rejects_a_seed_outside_u64(seed: int) -> None:
+    with pytest.raises(TableError, match=r"seed must be an integer in \[0, 2\*\*64\)"):
+        table(params=PlannerParams(q_cap=1.0, slots_per_node=1, seed=seed))
+
+
 # -- lookup -----------------------------------------------------------------------------------
 
 
