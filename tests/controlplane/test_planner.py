@@ -6,6 +6,7 @@ Property tests over random inputs live in ``test_planner_properties.py``.
 from __future__ import annotations
 
 import math
+import time
 import types
 from typing import Any
 
@@ -124,6 +125,7 @@ def test_no_keys_gives_an_empty_balanced_plan() -> None:
     assert table.stats.total_rate == 0.0
     assert table.stats.admitted_rate_share == 0.0
     assert table.stats.planned_imbalance == 1.0
+    assert (table.stats.max_replicas, table.stats.slots_used) == (0, 0)
 
 
 def test_admit_partitions_only_when_there_are_more_candidates_than_slots() -> None:
@@ -132,6 +134,8 @@ def test_admit_partitions_only_when_there_are_more_candidates_than_slots() -> No
     admission = admit(hashes, rates, q_cap=100.0, num_nodes=2, slots_total=4)
     assert rates[admission.order].tolist() == [9, 8, 7, 6]
     assert admission.replicas.tolist() == [1, 1, 1, 1]
+    assert admission.slots_total == 4
+    assert admit(hashes, rates, q_cap=100.0, num_nodes=2, slots_total=0).slots_total == 0
 
 
 # -- statistics, labels, params ---------------------------------------------------------------
@@ -190,7 +194,29 @@ def test_params_record_the_inputs_and_the_seed_only_for_random_placement() -> No
     assert (lpt.params.q_cap, lpt.params.slots_per_node, lpt.params.placement) == (10.0, 2, "lpt")
     assert lpt.params.node_weights == (1.0, 2.0, 3.0)
     assert lpt.params.seed == 0
-    assert plan({1: 1.0}, placement="random", seed=5).params.seed == 5
+    random = plan({1: 1.0}, placement="random", seed=5).params
+    assert (random.placement, random.seed) == ("random", 5)
+    assert plan({1: 1.0}, placement="hash", seed=5).params.placement == "hash"
+
+
+def test_integer_weights_give_the_same_plan_and_version_as_the_equal_floats() -> None:
+    ints = plan({1: 4.0, 2: 2.0}, node_weights=[1, 3, 2])
+    floats = plan({1: 4.0, 2: 2.0}, node_weights=[1.0, 3.0, 2.0])
+    assert ints.content_hash == floats.content_hash
+
+
+def test_creation_time_defaults_to_now_in_milliseconds() -> None:
+    before = int(time.time() * 1000)
+    table = build_plan(
+        PlanInput(
+            key_hashes=np.array([1], dtype=np.uint64),
+            rates=np.array([1.0]),
+            node_ids=NODES,
+            q_cap=1.0,
+            slots_per_node=1,
+        )
+    )
+    assert before <= table.created_at_unix_ms <= int(time.time() * 1000)
 
 
 def test_pool_and_creation_time_are_recorded() -> None:
@@ -277,6 +303,17 @@ def test_random_placement_draws_k_distinct_destinations_deterministically() -> N
     assert all(len(s) == (3 if h < 5 else 1) for h, s in sets(first).items())
 
 
+def test_random_placement_plans_each_replicas_share_of_the_rate() -> None:
+    rates = {1: 30.0, 2: 10.0, 3: 6.0, 4: 2.0}
+    table = plan(rates, nodes=["a", "b", "c", "d"], placement="random", seed=9, q_cap=10.0)
+    expected = [0.0] * 4
+    for key, members in sets(table).items():
+        for m in members:
+            expected[m] += rates[key] / len(members)
+    assert table.stats.planned_load == pytest.approx(expected)
+    assert math.fsum(table.stats.planned_load) == pytest.approx(48.0)
+
+
 # -- bad input --------------------------------------------------------------------------------
 
 BAD: list[tuple[str, dict[str, Any], str]] = [
@@ -294,8 +331,8 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
     ("rate nan", {"rates": np.array([1.0, math.nan])}, "rates must be finite and >= 0"),
     ("rate inf", {"rates": np.array([math.inf, 1.0])}, "rates must be finite and >= 0"),
     ("weights count", {"node_weights": [1.0]}, "1 weights for 2 destinations"),
-    ("weight zero", {"node_weights": [1.0, 0.0]}, "weights must be positive"),
-    ("weight nan", {"node_weights": [1.0, math.nan]}, "weights must be positive"),
+    ("weight zero", {"node_weights": [1.0, 0.0]}, "destination weights must be positive"),
+    ("weight nan", {"node_weights": [1.0, math.nan]}, "destination weights must be positive"),
     ("seed negative", {"placement": "random", "seed": -1}, "seed must be"),
     ("seed too big", {"seed": 2**64}, "seed must be"),
     ("duplicate keys", {"key_hashes": np.array([7, 7], np.uint64)}, "key_hashes repeat 7"),
@@ -312,5 +349,5 @@ def test_bad_input_raises_plan_error_naming_the_input(change: dict[str, Any], me
         "slots_per_node": 4,
         **change,
     }
-    with pytest.raises(PlanError, match=message):
+    with pytest.raises(PlanError, match=f"^{message}"):  # the message starts with the rule
         build_plan(PlanInput(**args))

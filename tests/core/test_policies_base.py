@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import pytest
 
 from dataplane.core.load_view import LoadView, NodeSet, NoEligibleNodeError
-from dataplane.core.policies.base import least_loaded, power_of_two
+from dataplane.core.policies.base import Policy, least_loaded, power_of_two
 
 TRIALS = 4000
 SEEDS = (1, 2, 3, 4)
@@ -80,9 +80,9 @@ def test_power_of_two_with_one_eligible_node_returns_it_without_drawing() -> Non
 
 
 def test_power_of_two_and_least_loaded_raise_with_nothing_to_choose() -> None:
-    with pytest.raises(NoEligibleNodeError, match="no healthy"):
+    with pytest.raises(NoEligibleNodeError, match=r"^no healthy, undrained node$"):
         power_of_two(make_view([0.0], healthy=[False]), random.Random(0))
-    with pytest.raises(NoEligibleNodeError, match="no candidate"):
+    with pytest.raises(NoEligibleNodeError, match=r"^no candidate node$"):
         least_loaded(make_view([0.0]), [])
 
 
@@ -107,6 +107,19 @@ def test_least_loaded_with_equal_loads_returns_the_candidate_at_tie_break_mod_k(
     view = make_view([3.0] * 5)
     for tie_break in range(12):
         assert least_loaded(view, CANDIDATES, tie_break) == CANDIDATES[tie_break % 5]
+
+
+def test_least_loaded_without_a_tie_break_starts_at_the_first_candidate() -> None:
+    view = make_view([3.0] * 5)
+    assert least_loaded(view, CANDIDATES) == CANDIDATES[0]
+
+
+def test_a_policy_without_a_seed_draws_as_with_seed_zero() -> None:
+    view = make_view([0.0] * 6)
+    default, zero = Policy(), Policy(seed=0)
+    assert [power_of_two(view, default.rng) for _ in range(50)] == [
+        power_of_two(view, zero.rng) for _ in range(50)
+    ]
 
 
 def test_least_loaded_picks_a_strictly_lighter_candidate_whatever_the_tie_break() -> None:

@@ -54,17 +54,17 @@ def check(
 # -- validation: each rule, each with a message naming it -------------------------------------
 
 CORRUPT = [
-    ("unsorted hashes", [20, 10, 30], OFFSETS, MEMBERS, "not sorted and unique"),
-    ("duplicate hashes", [10, 20, 20], OFFSETS, MEMBERS, "not sorted and unique"),
-    ("member index >= nodes", HASHES, OFFSETS, [2, 0, 3, 1], "set member is 3; there are 3"),
-    ("set repeats a member", HASHES, OFFSETS, [2, 1, 1, 1], "repeats a member"),
-    ("set not sorted", HASHES, OFFSETS, [2, 1, 0, 1], "repeats a member or is not sorted"),
-    ("empty set", HASHES, [0, 1, 1, 2], [2, 0], "destination set is empty"),
-    ("offsets too short", HASHES, [0, 1, 3], MEMBERS[:3], "3 entries; expected 4"),
-    ("offsets too long", HASHES, [0, 1, 2, 3, 4], MEMBERS, "5 entries; expected 4"),
+    ("unsorted hashes", [20, 10, 30], OFFSETS, MEMBERS, "key hashes are not sorted and unique"),
+    ("duplicate hashes", [10, 20, 20], OFFSETS, MEMBERS, "key hashes are not sorted and unique"),
+    ("member index >= nodes", HASHES, OFFSETS, [2, 0, 3, 1], "a set member is 3; there are 3"),
+    ("set repeats a member", HASHES, OFFSETS, [2, 1, 1, 1], "a destination set repeats a member"),
+    ("set not sorted", HASHES, OFFSETS, [2, 1, 0, 1], "a destination set repeats a member or"),
+    ("empty set", HASHES, [0, 1, 1, 2], [2, 0], "a destination set is empty"),
+    ("offsets too short", HASHES, [0, 1, 3], MEMBERS[:3], "set_offsets has 3 entries; expected 4"),
+    ("offsets too long", HASHES, [0, 1, 2, 3, 4], MEMBERS, "set_offsets has 5 entries; expected 4"),
     ("offsets[0] != 0", HASHES, [1, 2, 3, 4], MEMBERS, re.escape("set_offsets[0] is not 0")),
-    ("offsets end short", HASHES, [0, 1, 2, 3], MEMBERS, "ends at 3 but there are 4"),
-    ("offsets end long", HASHES, [0, 1, 3, 5], MEMBERS, "ends at 5 but there are 4"),
+    ("offsets end short", HASHES, [0, 1, 2, 3], MEMBERS, "set_offsets ends at 3 but there are 4"),
+    ("offsets end long", HASHES, [0, 1, 3, 5], MEMBERS, "set_offsets ends at 5 but there are 4"),
 ]
 
 
@@ -76,24 +76,24 @@ CORRUPT = [
 def test_validate_arrays_rejects_a_corrupt_layout_naming_the_rule(
     hashes: list[int], offsets: list[int], members: list[int], message: str
 ) -> None:
-    with pytest.raises(TableError, match=message):
+    with pytest.raises(TableError, match=f"^{message}"):  # the message starts with the rule
         check(hashes, offsets, members)
 
 
 @pytest.mark.parametrize(
     ("nodes", "message"),
     [
-        ((), "no destinations"),
+        ((), "table has no destinations"),
         (("a", "b", "a"), "destination ids are not unique"),
-        (("a", "", "c"), "destination id is empty"),
-        (tuple(f"n{i}" for i in range(65536)), "65536 destinations; the limit is 65535"),
+        (("a", "", "c"), "a destination id is empty"),
+        (tuple(f"n{i}" for i in range(65536)), "table has 65536 destinations; the limit is 65535"),
     ],
     ids=["no nodes", "duplicate ids", "empty id", "too many"],
 )
 def test_validate_arrays_rejects_bad_destination_lists(
     nodes: tuple[str, ...], message: str
 ) -> None:
-    with pytest.raises(TableError, match=message):
+    with pytest.raises(TableError, match=f"^{message}"):
         check(HASHES, OFFSETS, MEMBERS, nodes)
 
 
@@ -207,7 +207,12 @@ def test_arrays_over_immutable_bytes_are_kept_without_a_copy() -> None:
 
 def test_make_table_accepts_plain_lists() -> None:
     t = table(key_hashes=HASHES, set_offsets=OFFSETS, set_members=MEMBERS)
-    assert t.key_hashes.dtype == np.uint64
+    assert (t.key_hashes.dtype, t.set_offsets.dtype, t.set_members.dtype) == (
+        np.uint64,
+        np.uint32,
+        np.uint16,
+    )
+    assert t.nbytes == 3 * 8 + 4 * 4 + 4 * 2
     assert t.destination_ids(30) == ["node-b"]
 
 
@@ -269,8 +274,15 @@ def test_content_hash_tells_apart_pool_and_node_id_boundaries() -> None:
 def test_expected_content_hash_must_match() -> None:
     good = table().content_hash
     assert table(expected_content_hash=good).content_hash == good
-    with pytest.raises(TableError, match="content hash mismatch"):
+    message = f"^content hash mismatch: table says {'0' * 16}…, content is {good[:16]}…$"
+    with pytest.raises(TableError, match=message):
         table(expected_content_hash="0" * 64)
+
+
+def test_the_largest_u32_slot_count_is_hashed() -> None:
+    # W is hashed as an unsigned 32-bit field, so the top of its range must hash (and differ)
+    top = table(params=PlannerParams(q_cap=5.0, slots_per_node=2**32 - 1)).content_hash
+    assert top != table(params=PlannerParams(q_cap=5.0, slots_per_node=2**31 - 1)).content_hash
 
 
 def test_trusted_content_hash_is_taken_without_hashing_but_layout_is_still_checked() -> None:
