@@ -47,8 +47,12 @@ def test_capacity_writes_results_json_and_a_plot(
     argv = ["sim", "capacity", *SMALL, "--policies", "flat,cacheroute", "--ladder", "10,20,400"]
     argv += ["--seeds", "1,2", "--duration", "30", "--jobs", "2"]
     assert main([*argv, "--ref-qps", "20", "--json", str(out), "--plot", str(png)]) == 0
-    table = capsys.readouterr().out
+    captured = capsys.readouterr()
+    table = captured.out
     assert "cap@3.5s" in table and "cacheroute" in table
+    for qps in ("10", "20", "400"):  # every rung's protocol is printed with the result
+        assert f"@ {qps} QPS protocol: pre-warm" in table
+    assert "6/6 tasks" in captured.err and "[####" in captured.err
     document: dict[str, Any] = json.loads(out.read_text())
     results = {r["policy"]: r for r in document["results"]}
     assert set(results) == {"flat", "cacheroute"}
@@ -83,6 +87,8 @@ CAP = ["capacity", "--policies", "flat"]
         ([*RUN[:5], "--duration", "-5", "--seed", "1"], "--duration"),
         ([*RUN, "--kv-blocks", "0"], "--kv-blocks"),
         ([*RUN, "--warmup", "9"], "--warmup"),
+        ([*RUN, "--prewarm", "soon"], "--prewarm"),
+        ([*RUN, "--prewarm", "-1"], "--prewarm"),
         (["capacity", "--policies", "flat,nope"], "--policies"),
         ([*CAP, "--ladder", "10,x"], "--ladder"),
         ([*CAP, "--ladder", "10,20", "--ref-qps", "15"], "--ref-qps"),
