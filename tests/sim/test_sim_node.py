@@ -110,6 +110,7 @@ def test_profiles_are_complete_and_looked_up_by_name() -> None:
         "llama-3.3-70b-fp8-tp2-h100",
         "llama-3.1-8b-bf16-h100",
         "qwen3-32b-bf16-tp2-h100",
+        "paper-testbed",  # the frozen calibration (sim/calibrated/paper_testbed.json)
     }
     for profile in PROFILES.values():
         assert profile.kv_blocks > 0 and profile.derivation
