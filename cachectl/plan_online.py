@@ -70,10 +70,27 @@ SUMMARY_HEADERS = (
 )  # fmt: skip
 
 
+def replan_line(meta: table_pb2.PlanMetadata) -> str | None:
+    """How the plan compares with the version that was active when it was built, if any."""
+    if not meta.HasField("replan"):
+        return None
+    info = meta.replan
+    fallback = " (fell back to the fresh plan)" if info.used_fresh else ""
+    return (
+        f"built against {info.from_version} by the {info.replanner} replanner{fallback}: churn "
+        f"{info.churn:.2%} (a fresh plan: {info.fresh_churn:.2%}), imbalance bound "
+        f"{info.imbalance_bound:.4f} (fresh {info.fresh_imbalance:.4f}), "
+        f"{info.repair_moves} repair moves"
+    )
+
+
 def _print_plan(summary: admin_pb2.PlanSummary, verb: str) -> None:
     meta = summary.metadata
     print(f"{verb} {meta.version} in pool {meta.pool}{' (active)' if summary.active else ''}")
     print_table(SUMMARY_HEADERS, _summary_rows([summary]))
+    line = replan_line(meta)
+    if line:
+        print(line)
 
 
 # -- handlers ---------------------------------------------------------------------------------
@@ -189,10 +206,17 @@ def _diff(args: argparse.Namespace) -> int:
     )
     with connect(args) as client:
         diff = client.call(client.plans.DiffPlans, request)
+        target = client.call(
+            client.plans.GetPlan,
+            admin_pb2.GetPlanRequest(pool=args.pool or "", version=args.new, top_keys=1),
+        ).summary.metadata
     if args.json:
         print_json(to_json(diff))
         return 0
     print(f"{diff.from_version} -> {diff.to_version}: churn {diff.churn:.2%}")
+    line = replan_line(target)
+    if line:
+        print(f"{diff.to_version} was {line}")
     print_table(
         ("KEYS_FROM", "KEYS_TO", "ADDED", "REMOVED", "MOVED", "UNCHANGED"),
         [[diff.keys_from, diff.keys_to, diff.keys_added, diff.keys_removed, diff.keys_moved,

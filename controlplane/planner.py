@@ -142,7 +142,7 @@ def place_random(
     return sets
 
 
-def _check(plan: PlanInput) -> list[float]:
+def check_input(plan: PlanInput) -> list[float]:
     """Validate the input; return the destination weights (all 1 when none are given)."""
     num_nodes = len(plan.node_ids)
     if num_nodes == 0:
@@ -174,7 +174,7 @@ def _check(plan: PlanInput) -> list[float]:
 def build_plan(plan: PlanInput, *, created_at_unix_ms: int | None = None) -> RoutingTable:
     """Run Algorithm 1 and return the validated routing table with its statistics."""
     started = time.perf_counter()
-    weights = _check(plan)
+    weights = check_input(plan)
     num_nodes = len(plan.node_ids)
     key_hashes = np.asarray(plan.key_hashes, dtype=np.uint64)
     rates = np.asarray(plan.rates, dtype=np.float64)
@@ -188,7 +188,6 @@ def build_plan(plan: PlanInput, *, created_at_unix_ms: int | None = None) -> Rou
     replicas = admission.replicas.tolist()
 
     total_rate = float(rates.sum())
-    tail_rate = max(0.0, total_rate - math.fsum(admitted_rates))
     warm = [0.0] * num_nodes
     if plan.placement == "lpt":
         sets = place_lpt(admitted_rates, replicas, warm, weights)
@@ -196,6 +195,36 @@ def build_plan(plan: PlanInput, *, created_at_unix_ms: int | None = None) -> Rou
         sets = place_hash(admitted_hashes.tolist(), admitted_rates, warm)
     else:
         sets = place_random(admitted_rates, replicas, warm, plan.seed)
+    table = assemble_table(
+        plan,
+        weights,
+        admitted_hashes,
+        admitted_rates,
+        sets,
+        warm,
+        total_rate=total_rate,
+        created_at_unix_ms=created_at_unix_ms or int(time.time() * 1000),
+    )
+    build_ms = (time.perf_counter() - started) * 1000.0
+    return replace(table, stats=replace(table.stats, build_ms=build_ms))
+
+
+def assemble_table(
+    plan: PlanInput,
+    weights: list[float],
+    admitted_hashes: U64Array,
+    admitted_rates: list[float],
+    sets: list[list[int]],
+    warm: list[float],
+    *,
+    total_rate: float,
+    created_at_unix_ms: int,
+) -> RoutingTable:
+    """The validated table and its statistics from admitted keys (in admission order), their
+    destination sets and the destinations' warm loads; shared by the planner and the replanner."""
+    num_nodes = len(plan.node_ids)
+    slots_total = num_nodes * plan.slots_per_node
+    tail_rate = max(0.0, total_rate - math.fsum(admitted_rates))
     weight_sum = math.fsum(weights)
     loads = [load + tail_rate * w / weight_sum for load, w in zip(warm, weights, strict=True)]
 
@@ -215,7 +244,7 @@ def build_plan(plan: PlanInput, *, created_at_unix_ms: int | None = None) -> Rou
     normalised = [load / w for load, w in zip(loads, weights, strict=True)]
     mean = math.fsum(normalised) / num_nodes
     stats = PlanStats(
-        num_keys=int(rates.shape[0]),
+        num_keys=int(plan.rates.shape[0]),
         admitted_keys=len(sets),
         total_rate=total_rate,
         admitted_rate_share=(math.fsum(admitted_rates) / total_rate) if total_rate > 0 else 0.0,
@@ -245,9 +274,8 @@ def build_plan(plan: PlanInput, *, created_at_unix_ms: int | None = None) -> Rou
         set_offsets=offsets,
         set_members=members,
         params=params,
-        created_at_unix_ms=created_at_unix_ms or int(time.time() * 1000),
+        created_at_unix_ms=created_at_unix_ms,
         stats=stats,
         top_keys=top_keys,
     )
-    build_ms = (time.perf_counter() - started) * 1000.0
-    return replace(table, stats=replace(table.stats, build_ms=build_ms))
+    return table

@@ -306,3 +306,30 @@ async def test_status_shows_pointer_acks_nodes_and_leader(redis_url: str, stores
             ("r2", False, "bad table"),
         ]
         assert [n.record.node_id for n in pool.nodes] == ["n1"]
+
+
+async def test_a_build_with_an_active_plan_is_churn_aware_and_records_its_churn(
+    redis_url: str, stores: Stores
+) -> None:
+    async with running(fast_config(redis_url)) as plane, clients(plane.address) as c:
+        for i in range(4):
+            await c.nodes.AddNode(admin_pb2.AddNodeRequest(node_id=f"n{i}", address=f"h:{i + 1}"))
+        counts = {f"key-{i}": 100 - 5 * i for i in range(12)}
+        for window in range(3):
+            await stores.telemetry.add_traffic(traffic("r1", window, counts, total=2000))
+        first = (await c.plans.BuildPlan(admin_pb2.BuildPlanRequest(slots_per_node=3))).metadata
+        assert not first.HasField("replan")  # nothing was active
+        await c.plans.Rollout(admin_pb2.RolloutRequest(version=first.version))
+        drifted = {k: v + (7 if i % 2 else -7) for i, (k, v) in enumerate(counts.items())}
+        for window in range(3, 9):
+            await stores.telemetry.add_traffic(traffic("r1", window, drifted, total=2000))
+        second = (await c.plans.BuildPlan(admin_pb2.BuildPlanRequest(slots_per_node=3))).metadata
+        info = second.replan
+        assert info.from_version == first.version
+        assert info.replanner in ("churn_aware", "fresh")
+        diff = await c.plans.DiffPlans(
+            admin_pb2.DiffPlansRequest(from_version=first.version, to_version=second.version)
+        )
+        assert info.churn == pytest.approx(diff.churn)
+        assert info.churn <= info.fresh_churn
+        assert second.stats.planned_imbalance <= info.imbalance_bound * (1 + 1e-9)

@@ -345,6 +345,7 @@ class PlanMetadata(_message.Message):
     VERDICT_FIELD_NUMBER: _builtins.int
     NOTE_FIELD_NUMBER: _builtins.int
     TABLE_BYTES_FIELD_NUMBER: _builtins.int
+    REPLAN_FIELD_NUMBER: _builtins.int
     pool: _builtins.str
     version: _builtins.str
     content_hash: _builtins.str
@@ -360,6 +361,12 @@ class PlanMetadata(_message.Message):
     def stats(self) -> Global___PlanStats: ...
     @_builtins.property
     def verdict(self) -> Global___ShadowVerdict: ...
+    @_builtins.property
+    def replan(self) -> Global___ReplanInfo:
+        """How the plan compares with the one active in its pool when it was built (unset when no plan
+        was active, and for imports).
+        """
+
     def __init__(
         self,
         *,
@@ -374,11 +381,60 @@ class PlanMetadata(_message.Message):
         verdict: Global___ShadowVerdict | None = ...,
         note: _builtins.str = ...,
         table_bytes: _builtins.int = ...,
+        replan: Global___ReplanInfo | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["params", b"params", "stats", b"stats", "verdict", b"verdict"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["params", b"params", "replan", b"replan", "stats", b"stats", "verdict", b"verdict"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["content_hash", b"content_hash", "created_at_unix_ms", b"created_at_unix_ms", "created_by", b"created_by", "note", b"note", "params", b"params", "pool", b"pool", "source", b"source", "stats", b"stats", "table_bytes", b"table_bytes", "verdict", b"verdict", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["content_hash", b"content_hash", "created_at_unix_ms", b"created_at_unix_ms", "created_by", b"created_by", "note", b"note", "params", b"params", "pool", b"pool", "replan", b"replan", "source", b"source", "stats", b"stats", "table_bytes", b"table_bytes", "verdict", b"verdict", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___PlanMetadata: _TypeAlias = PlanMetadata  # noqa: Y015
+
+@_typing.final
+class ReplanInfo(_message.Message):
+    """The replanner's report for a built plan (controlplane/replanner.py)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FROM_VERSION_FIELD_NUMBER: _builtins.int
+    REPLANNER_FIELD_NUMBER: _builtins.int
+    CHURN_FIELD_NUMBER: _builtins.int
+    FRESH_CHURN_FIELD_NUMBER: _builtins.int
+    FRESH_IMBALANCE_FIELD_NUMBER: _builtins.int
+    IMBALANCE_BOUND_FIELD_NUMBER: _builtins.int
+    REPAIR_MOVES_FIELD_NUMBER: _builtins.int
+    USED_FRESH_FIELD_NUMBER: _builtins.int
+    from_version: _builtins.str
+    """The version that was active when this plan was built."""
+    replanner: _builtins.str
+    """"fresh" (Algorithm 1 from scratch) or "churn_aware" (kept what still fits)."""
+    churn: _builtins.float
+    """1 - unchanged keys / keys in either plan, against from_version (0 = identical maps)."""
+    fresh_churn: _builtins.float
+    """The churn a fresh plan of the same rates would have had."""
+    fresh_imbalance: _builtins.float
+    """The planned imbalance a fresh plan would have, and the bound the replan kept to."""
+    imbalance_bound: _builtins.float
+    repair_moves: _builtins.int
+    """Replica moves the repair step made; true when the replanner fell back to the fresh plan."""
+    used_fresh: _builtins.bool
+    def __init__(
+        self,
+        *,
+        from_version: _builtins.str = ...,
+        replanner: _builtins.str = ...,
+        churn: _builtins.float = ...,
+        fresh_churn: _builtins.float = ...,
+        fresh_imbalance: _builtins.float = ...,
+        imbalance_bound: _builtins.float = ...,
+        repair_moves: _builtins.int = ...,
+        used_fresh: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["churn", b"churn", "fresh_churn", b"fresh_churn", "fresh_imbalance", b"fresh_imbalance", "from_version", b"from_version", "imbalance_bound", b"imbalance_bound", "repair_moves", b"repair_moves", "replanner", b"replanner", "used_fresh", b"used_fresh"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReplanInfo: _TypeAlias = ReplanInfo  # noqa: Y015
