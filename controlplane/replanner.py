@@ -17,6 +17,8 @@ re-prefills on a cold destination. The replanner keeps what still fits:
    the move that lowers the pair's maximum most; when no single replica fits the gap, exchange a
    larger replica on it with a smaller one on a lightly loaded destination. A move or exchange is
    taken only when it lowers the pair's maximum below the top load, and the loop is capped.
+   Then a changed key whose previous set fits again within the bound goes back to it (an early
+   move that later moves made unnecessary costs no churn).
 5. **Never worse than fresh**: if the bound is still missed, or the result churns more than the
    fresh plan would, the fresh plan is returned (``used_fresh``).
 
@@ -210,6 +212,28 @@ class _Placement:
                         best = rank
         return best
 
+    def revert(
+        self, limit: float, tail: list[float], kept: list[list[int]], changed: set[int]
+    ) -> None:
+        """Undo repair moves that later moves made unnecessary: a changed key whose previous
+        (complete) set fits again within ``limit`` goes back to it, largest replicas first."""
+        w = self.weights
+        for key in sorted(changed, key=lambda k: -self.share(k)):
+            old = sorted(kept[key])
+            if len(old) != self.replicas[key] or self.sets[key] == old:
+                continue
+            share = self.share(key)
+            leave = [r for r in self.sets[key] if r not in old]
+            enter = [r for r in old if r not in self.sets[key]]
+            if all((self.load[r] + tail[r] + share) / w[r] <= limit for r in enter):
+                for r in leave:
+                    self.load[r] -= share
+                    self.on_node[r].discard(key)
+                for r in enter:
+                    self.load[r] += share
+                    self.on_node[r].add(key)
+                self.sets[key] = old
+
     def repair(self, limit: float, tail: list[float], changed: set[int], max_moves: int) -> int:
         """Step 4; returns the number of moves and exchanges made."""
         w = self.weights
@@ -277,9 +301,9 @@ def replan(
     tail = [tail_rate * x / weight_sum for x in weights]
     mean = (math.fsum(placement.load) + tail_rate) / weight_sum
     changed = {k for k, s in enumerate(placement.sets) if s != sorted(kept[k])}
-    moves = placement.repair(
-        bound * mean * (1 - 1e-12), tail, changed, MAX_MOVES_PER_KEY * len(admitted_rates)
-    )
+    limit = bound * mean * (1 - 1e-12)
+    moves = placement.repair(limit, tail, changed, MAX_MOVES_PER_KEY * len(admitted_rates))
+    placement.revert(limit, tail, kept, changed)
     table = assemble_table(
         plan, weights, admitted_hashes, admitted_rates, placement.sets, placement.load,
         total_rate=total_rate, created_at_unix_ms=created,
