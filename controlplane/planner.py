@@ -29,6 +29,13 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from controlplane.byte_admission import (
+    BALANCE_SLACK,
+    BYTE_RANKS,
+    admit_by_bytes,
+    check_sizes,
+    place_lpt_bytes,
+)
 from dataplane.core.table import (
     MAX_NODES,
     PLACEMENTS,
@@ -65,6 +72,12 @@ class PlanInput:
     seed: int = 0
     pool: str = "default"
     key_labels: Mapping[int, str] = field(default_factory=dict)
+    # Byte-aware admission (controlplane/byte_admission.py): per-key reusable-prefix sizes,
+    # aligned with key_hashes, and each destination's cache budget in the same unit. None keeps
+    # Algorithm 1's equal slots (slots_per_node).
+    prefix_sizes: F64Array | None = None
+    cache_budget: float = 0.0
+    byte_rank: str = "rate_per_byte"  # or "rate": admission order by rate, bytes only as budget
 
 
 @dataclass(frozen=True)
@@ -163,6 +176,16 @@ def check_input(plan: PlanInput) -> list[float]:
         raise PlanError(f"seed must be an integer in [0, 2**64), got {plan.seed}")
     if plan.rates.size and not (np.all(np.isfinite(plan.rates)) and plan.rates.min() >= 0):
         raise PlanError("rates must be finite and >= 0")
+    if plan.prefix_sizes is not None:
+        if plan.placement != "lpt":
+            raise PlanError(f"byte-aware admission needs placement lpt, got {plan.placement!r}")
+        problem = check_sizes(
+            np.asarray(plan.prefix_sizes, dtype=np.float64), plan.rates.shape[0], plan.cache_budget
+        )
+        if problem:
+            raise PlanError(problem)
+        if plan.byte_rank not in BYTE_RANKS:
+            raise PlanError(f"byte_rank must be one of {BYTE_RANKS}, got {plan.byte_rank!r}")
     weights = [float(w) for w in plan.node_weights] or [1.0] * num_nodes
     if len(weights) != num_nodes:
         raise PlanError(f"{len(weights)} weights for {num_nodes} destinations")
@@ -176,25 +199,13 @@ def build_plan(plan: PlanInput, *, created_at_unix_ms: int | None = None) -> Rou
     started = time.perf_counter()
     weights = check_input(plan)
     num_nodes = len(plan.node_ids)
-    key_hashes = np.asarray(plan.key_hashes, dtype=np.uint64)
     rates = np.asarray(plan.rates, dtype=np.float64)
-    slots_total = num_nodes * plan.slots_per_node
-    if plan.placement == "hash":  # one slot per key: admission by rate alone
-        admission = admit(key_hashes, rates, math.inf, num_nodes, slots_total)
-    else:
-        admission = admit(key_hashes, rates, plan.q_cap, num_nodes, slots_total)
-    admitted_hashes = key_hashes[admission.order]
-    admitted_rates = rates[admission.order].tolist()
-    replicas = admission.replicas.tolist()
-
     total_rate = float(rates.sum())
     warm = [0.0] * num_nodes
-    if plan.placement == "lpt":
-        sets = place_lpt(admitted_rates, replicas, warm, weights)
-    elif plan.placement == "hash":
-        sets = place_hash(admitted_hashes.tolist(), admitted_rates, warm)
+    if plan.prefix_sizes is not None:
+        admitted_hashes, admitted_rates, sets = _byte_aware(plan, weights, warm)
     else:
-        sets = place_random(admitted_rates, replicas, warm, plan.seed)
+        admitted_hashes, admitted_rates, sets = _equal_slots(plan, weights, warm)
     table = assemble_table(
         plan,
         weights,
@@ -207,6 +218,53 @@ def build_plan(plan: PlanInput, *, created_at_unix_ms: int | None = None) -> Rou
     )
     build_ms = (time.perf_counter() - started) * 1000.0
     return replace(table, stats=replace(table.stats, build_ms=build_ms))
+
+
+def _equal_slots(
+    plan: PlanInput, weights: list[float], warm: list[float]
+) -> tuple[U64Array, list[float], list[list[int]]]:
+    """Algorithm 1's admission into R·W equal slots and the placement ``plan`` names."""
+    num_nodes = len(plan.node_ids)
+    key_hashes = np.asarray(plan.key_hashes, dtype=np.uint64)
+    rates = np.asarray(plan.rates, dtype=np.float64)
+    slots_total = num_nodes * plan.slots_per_node
+    if plan.placement == "hash":  # one slot per key: admission by rate alone
+        admission = admit(key_hashes, rates, math.inf, num_nodes, slots_total)
+    else:
+        admission = admit(key_hashes, rates, plan.q_cap, num_nodes, slots_total)
+    admitted_hashes = key_hashes[admission.order]
+    admitted_rates = rates[admission.order].tolist()
+    replicas = admission.replicas.tolist()
+    if plan.placement == "lpt":
+        sets = place_lpt(admitted_rates, replicas, warm, weights)
+    elif plan.placement == "hash":
+        sets = place_hash(admitted_hashes.tolist(), admitted_rates, warm)
+    else:
+        sets = place_random(admitted_rates, replicas, warm, plan.seed)
+    return admitted_hashes, admitted_rates, sets
+
+
+def _byte_aware(
+    plan: PlanInput, weights: list[float], warm: list[float]
+) -> tuple[U64Array, list[float], list[list[int]]]:
+    """Admission by rate per cache byte and budget-respecting LPT (lpt placement only)."""
+    assert plan.prefix_sizes is not None
+    sizes = np.asarray(plan.prefix_sizes, dtype=np.float64)
+    key_hashes = np.asarray(plan.key_hashes, dtype=np.uint64)
+    rates = np.asarray(plan.rates, dtype=np.float64)
+    order, replicas = admit_by_bytes(
+        key_hashes, rates, sizes, plan.q_cap, len(plan.node_ids), plan.cache_budget,
+        plan.byte_rank,
+    )  # fmt: skip
+    admitted_rates = rates[order]
+    cap = (1 + BALANCE_SLACK) * float(admitted_rates.sum()) / math.fsum(weights)
+    placed = place_lpt_bytes(
+        admitted_rates.tolist(), replicas.tolist(), sizes[order].tolist(), warm, weights,
+        plan.cache_budget, cap,
+    )  # fmt: skip
+    kept = [i for i, s in enumerate(placed) if s is not None]
+    sets = [s for s in placed if s is not None]
+    return key_hashes[order[kept]], rates[order[kept]].tolist(), sets
 
 
 def assemble_table(

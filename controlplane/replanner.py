@@ -282,8 +282,8 @@ def replan(
             fresh.stats.planned_imbalance, bound, 0, 0, True,
         )  # fmt: skip
 
-    if previous is None or previous.num_keys == 0:
-        return fresh_result()
+    if previous is None or previous.num_keys == 0 or plan.prefix_sizes is not None:
+        return fresh_result()  # byte-aware admission is not replanned churn-aware (yet)
     weights = check_input(plan)
     key_hashes = np.asarray(plan.key_hashes, dtype=np.uint64)
     rates = np.asarray(plan.rates, dtype=np.float64)
