@@ -10,6 +10,7 @@ JSON mapping of the answer) and otherwise prints aligned tables.
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 from typing import Any
 
@@ -27,11 +28,14 @@ from cachectl.admin_client import (
 from cachectl.admin_client import actor as actor_of
 from cachectl.errors import CliError
 from cachectl.output import print_json, print_table
+from cachectl.sim_gate_cmd import print_shadow
 from cacheroute.v1 import admin_pb2, cluster_pb2, table_pb2
 from dataplane.core.names import VERSION_PATTERN
 
 # Flags of the offline ``plan build`` that mean nothing to a live build.
 OFFLINE_ONLY_BUILD_FLAGS = ("num_nodes", "nodes", "out", "weights")
+
+SHADOW_TIMEOUT_S = 900.0  # plan shadow waits this long at least: the replay runs minutes
 
 
 def _pointer_line(pointer: cluster_pb2.ActivePointer) -> str:
@@ -42,6 +46,13 @@ def _pointer_line(pointer: cluster_pb2.ActivePointer) -> str:
         f"({pointer.action or 'moved'} by {pointer.actor or '?'}, "
         f"{age_text(pointer.updated_at_unix_ms)} ago)"
     )
+
+
+def verdict_text(verdict: table_pb2.ShadowVerdict) -> str:
+    """``pass`` / ``fail`` / ``error`` of a shadow verdict, ``-`` when never replayed."""
+    if not verdict.decided_at_unix_ms:
+        return "-"
+    return table_pb2.ShadowVerdict.Outcome.Name(verdict.outcome).removeprefix("OUTCOME_").lower()
 
 
 def _summary_rows(plans: list[admin_pb2.PlanSummary]) -> list[list[object]]:
@@ -59,6 +70,7 @@ def _summary_rows(plans: list[admin_pb2.PlanSummary]) -> list[list[object]]:
                 len(stats.planned_load),
                 round(stats.admitted_rate_share, 4),
                 round(stats.planned_imbalance, 4),
+                verdict_text(meta.verdict),
                 meta.note,
             ]
         )
@@ -66,7 +78,8 @@ def _summary_rows(plans: list[admin_pb2.PlanSummary]) -> list[list[object]]:
 
 
 SUMMARY_HEADERS = (
-    "VERSION", "ACTIVE", "AGE", "BY", "SOURCE", "KEYS", "NODES", "WARM_SHARE", "IMBALANCE", "NOTE",
+    "VERSION", "ACTIVE", "AGE", "BY", "SOURCE", "KEYS", "NODES", "WARM_SHARE", "IMBALANCE",
+    "SHADOW", "NOTE",
 )  # fmt: skip
 
 
@@ -91,6 +104,12 @@ def _print_plan(summary: admin_pb2.PlanSummary, verb: str) -> None:
     line = replan_line(meta)
     if line:
         print(line)
+    if meta.verdict.decided_at_unix_ms:
+        v = meta.verdict
+        print(
+            f"shadow verdict: {verdict_text(v)} ({v.summary}), by {v.decided_by or '?'} "
+            f"{age_text(v.decided_at_unix_ms)} ago on {v.source}"
+        )
 
 
 # -- handlers ---------------------------------------------------------------------------------
@@ -262,15 +281,29 @@ def _rollback(args: argparse.Namespace) -> int:
 
 
 def _shadow(args: argparse.Namespace) -> int:
-    request = admin_pb2.ShadowPlanRequest(pool=args.pool or "", version=args.version)
+    """``plan shadow VERSION``: replay on the control plane, store and print the verdict."""
+    if args.trace is not None and args.recent is not None:
+        raise CliError("--trace and --recent are alternatives: give one")
+    request = admin_pb2.ShadowPlanRequest(
+        pool=args.pool or "", version=args.version, actor=actor_of(args),
+        trace_path=str(Path(args.trace).resolve()) if args.trace else "",
+        recent_minutes=args.recent or 0, profile=args.profile or "", nodes=args.nodes or 0,
+    )  # fmt: skip
+    if args.recent is not None and args.recent < 1:
+        raise CliError(f"--recent must be >= 1 minute, got {args.recent}")
     with connect(args) as client:
+        client.timeout_s = max(client.timeout_s, SHADOW_TIMEOUT_S)  # a replay takes minutes
         verdict = client.call(client.plans.ShadowPlan, request)
+    document = json.loads(verdict.report_json) if verdict.report_json else {}
+    document.update(version=args.version, source=verdict.source)
     if args.json:
-        print_json(to_json(verdict))
+        print_json(document)
     else:
-        outcome = table_pb2.ShadowVerdict.Outcome.Name(verdict.outcome)
-        print(f"{args.version}: {outcome.removeprefix('OUTCOME_')} {verdict.summary}")
-    return 0
+        print(f"{args.version} on {verdict.source}")
+        print_shadow(document)
+    return (
+        1 if verdict.outcome != table_pb2.ShadowVerdict.Outcome.OUTCOME_PASS and args.strict else 0
+    )
 
 
 # -- parsers ----------------------------------------------------------------------------------
@@ -326,5 +359,19 @@ def register(sub: Any) -> None:
         )  # fmt: skip
         p.add_argument("--reason", help="recorded in the audit trail")
 
-    p = _parser(sub, "shadow", "replay a version against Flat-LB (not built yet)", _shadow)
+    p = _parser(sub, "shadow", "replay a version against Flat-LB and record the verdict", _shadow)
     p.add_argument("version", metavar="VERSION")
+    p.add_argument(
+        "--trace",
+        metavar="FILE",
+        help="a trace file the simulator reads (path as the control plane sees it)",
+    )
+    p.add_argument(
+        "--recent",
+        type=int,
+        metavar="MINUTES",
+        help="the routers' sampled trace of the last MINUTES (default 10)",
+    )
+    p.add_argument("--profile", help="the pool's engine profile in the simulator (default 70B)")
+    p.add_argument("--nodes", type=int, metavar="R", help="default: the plan's destinations")
+    p.add_argument("--strict", action="store_true", help="exit 1 unless the verdict is pass")

@@ -11,12 +11,12 @@ import grpc
 from cacheroute.v1 import admin_pb2, admin_pb2_grpc, cluster_pb2, table_pb2
 from cacheroute_state import Stores
 from controlplane.controlplane_metrics import ControlPlaneMetrics
-from controlplane.errors import NotBuiltError
 from controlplane.live_plan import BuildRequest, PlanDefaults, build_live_plan
 from controlplane.nodes import Liveness
 from controlplane.plan_diff import diff_plans
 from controlplane.plans import get_plan, import_plan, list_plans, read_plan, rollback, rollout
 from controlplane.rpc import actor_of, handle
+from controlplane.shadow import shadow_plan
 from controlplane.status import cluster_status
 from dataplane.core.table_codec import decode_table
 
@@ -121,18 +121,16 @@ class PlanServicer(admin_pb2_grpc.PlanServiceServicer):
     ) -> admin_pb2.PlanDiff:
         return await handle(self._metrics, "DiffPlans", context, lambda: self._diff(request))
 
-    async def _shadow(self, request: admin_pb2.ShadowPlanRequest) -> table_pb2.ShadowVerdict:
-        await read_plan(self._stores, request.pool, request.version)
-        raise NotBuiltError(
-            "shadow replay is not built yet: the shadow-replay gate (replaying a candidate plan "
-            "against Flat-LB in the simulator) arrives in a later release; review the plan with "
-            "`cachectl plan show` and `plan diff` before a rollout"
-        )
-
     async def ShadowPlan(  # noqa: N802
         self, request: admin_pb2.ShadowPlanRequest, context: Context
     ) -> table_pb2.ShadowVerdict:
-        return await handle(self._metrics, "ShadowPlan", context, lambda: self._shadow(request))
+        actor = actor_of(request.actor, context)
+        return await handle(
+            self._metrics,
+            "ShadowPlan",
+            context,
+            lambda: shadow_plan(self._stores, request, actor=actor, now_ms=_now_ms()),
+        )
 
     async def Rollout(  # noqa: N802
         self, request: admin_pb2.RolloutRequest, context: Context

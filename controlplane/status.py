@@ -8,6 +8,8 @@ from controlplane.config import LEADER_LEASE
 from controlplane.nodes import Liveness, list_statuses
 from dataplane.core.names import validate_pool
 
+LAST_VERDICTS = 5
+
 
 async def pool_status(
     stores: Stores, pool: str, now_ms: int, liveness: Liveness
@@ -16,6 +18,15 @@ async def pool_status(
     active = await stores.plans.get_active(pool)
     if active is not None:
         status.active.CopyFrom(active)
+        meta = await stores.plans.get_metadata(pool, active.version)
+        if meta is not None and meta.verdict.decided_at_unix_ms:
+            status.active_verdict.CopyFrom(meta.verdict)
+    decided = [m for m in await stores.plans.list_plans(pool, 50) if m.verdict.decided_at_unix_ms]
+    decided.sort(key=lambda m: -m.verdict.decided_at_unix_ms)
+    for meta in decided[:LAST_VERDICTS]:
+        status.last_verdicts.append(
+            admin_pb2.VersionVerdict(version=meta.version, verdict=meta.verdict)
+        )
     status.routers.extend(await stores.cluster.get_acks(pool))
     status.nodes.extend(await list_statuses(stores, pool, now_ms, liveness))
     return status

@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import sys
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,8 @@ from cacheroute.v1 import cluster_pb2
 from cacheroute_state import Stores
 from controlplane.server import ControlPlane
 from dataplane.core.table_codec import encode_table
+from sim.planning import make_stream, plan_for
+from sim.workloads.registry import make_workload
 from tests.support.controlplane import fast_config, running, traffic
 from tests.support.factories import metadata_for, small_plan
 
@@ -198,11 +201,38 @@ async def test_plan_rollout_rollback_and_conflicts(cli: Cli, tmp_path: Path) -> 
     assert listed["active"]["version"] == v3 and listed["active"]["generation"] == "4"
 
 
-async def test_plan_shadow_says_it_is_not_built(cli: Cli, tmp_path: Path) -> None:
-    path, version = write_plan(tmp_path, 1)
+async def test_plan_shadow_replays_the_sampled_trace_and_list_shows_the_verdict(
+    cli: Cli, stores: Stores, tmp_path: Path
+) -> None:
+    stream = make_stream(
+        make_workload("paper"), qps=100.0, duration_s=30.0, seed=5, prior_window_s=30.0
+    )
+    table = plan_for("lpt", stream, [f"n{i:02d}" for i in range(30)], q_cap=12.094)
+    assert table is not None
+    path = tmp_path / "sim-plan.pb"
+    path.write_bytes(encode_table(table))
     await cli.ok("plan", "import", str(path))
-    line = await cli.refused("plan", "shadow", version)
-    assert "UNIMPLEMENTED" in line and "not built yet" in line
+    line = await cli.refused("plan", "shadow", table.version, "--pool", "sim")
+    assert "FAILED_PRECONDITION" in line and "--trace" in line
+    start = int(time.time() * 1000) - 45_000
+    await stores.telemetry.add_samples([
+        cluster_pb2.SampledRequest(
+            pool="sim", at_unix_ms=start + int(r.arrival_s * 1000), key_hash=r.key_hash,
+            key=r.key, prefix_blocks=list(r.blocks[:64]),
+        )
+        for r in stream.requests
+    ])  # fmt: skip
+    report = await cli.json("plan", "shadow", table.version, "--pool", "sim", "--recent", "5")
+    assert report["verdict"] in ("pass", "fail") and report["reason"]
+    assert set(report["loads"]) == {"below", "near"}
+    listed = (await cli.ok("plan", "list", "--pool", "sim")).splitlines()
+    header = next(i for i, line in enumerate(listed) if line.startswith("VERSION"))
+    assert "SHADOW" in listed[header].split()
+    assert report["verdict"] in listed[header + 1].split()
+    shown = await cli.ok("plan", "show", table.version, "--pool", "sim")
+    assert f"shadow verdict: {report['verdict']}" in shown
+    both = await cli.run("plan", "shadow", table.version, "--trace", "x", "--recent", "1")
+    assert both[0] == 2 and "alternatives" in both[2]
 
 
 async def test_a_plan_built_offline_imports_and_shows_online(cli: Cli, tmp_path: Path) -> None:

@@ -227,14 +227,32 @@ async def test_rollback_without_history_is_failed_precondition(redis_url: str) -
         assert "--to" in message
 
 
-async def test_shadow_is_unimplemented_with_a_message(redis_url: str) -> None:
+async def test_shadow_without_a_trace_or_with_bad_input_is_refused_by_name(
+    redis_url: str,
+) -> None:
     async with running(fast_config(redis_url)) as plane, clients(plane.address) as c:
         v1 = await import_small(c, 1)
         message = await refused(
             c.plans.ShadowPlan(admin_pb2.ShadowPlanRequest(version=v1)),
-            grpc.StatusCode.UNIMPLEMENTED,
+            grpc.StatusCode.FAILED_PRECONDITION,
         )
-        assert "shadow" in message and "not built yet" in message
+        assert "no sampled requests" in message and "--trace" in message
+        message = await refused(
+            c.plans.ShadowPlan(admin_pb2.ShadowPlanRequest(version=v1, profile="gpt-9")),
+            grpc.StatusCode.INVALID_ARGUMENT,
+        )
+        assert "profile" in message
+        message = await refused(
+            c.plans.ShadowPlan(
+                admin_pb2.ShadowPlanRequest(version=v1, trace_path="/nonexistent/trace.jsonl")
+            ),
+            grpc.StatusCode.INVALID_ARGUMENT,
+        )
+        assert "trace_path" in message
+        await refused(
+            c.plans.ShadowPlan(admin_pb2.ShadowPlanRequest(version="p0000000000000000")),
+            grpc.StatusCode.NOT_FOUND,
+        )
 
 
 async def test_build_plan_from_two_routers_traffic_admits_the_hot_keys(

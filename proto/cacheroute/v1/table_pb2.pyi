@@ -302,9 +302,16 @@ class ShadowVerdict(_message.Message):
     DECIDED_AT_UNIX_MS_FIELD_NUMBER: _builtins.int
     CANDIDATE_FIELD_NUMBER: _builtins.int
     BASELINE_FIELD_NUMBER: _builtins.int
+    DECIDED_BY_FIELD_NUMBER: _builtins.int
+    SOURCE_FIELD_NUMBER: _builtins.int
+    REPORT_JSON_FIELD_NUMBER: _builtins.int
     outcome: Global___ShadowVerdict.Outcome.ValueType
     summary: _builtins.str
     decided_at_unix_ms: _builtins.int
+    decided_by: _builtins.str
+    """Who asked for the replay, what it replayed, and the full report (sim/shadow_replay.py) as JSON."""
+    source: _builtins.str
+    report_json: _builtins.str
     @_builtins.property
     def candidate(self) -> _containers.ScalarMap[_builtins.str, _builtins.float]:
         """Free-form metric name -> value for the candidate and the baseline."""
@@ -319,10 +326,13 @@ class ShadowVerdict(_message.Message):
         decided_at_unix_ms: _builtins.int = ...,
         candidate: _abc.Mapping[_builtins.str, _builtins.float] | None = ...,
         baseline: _abc.Mapping[_builtins.str, _builtins.float] | None = ...,
+        decided_by: _builtins.str = ...,
+        source: _builtins.str = ...,
+        report_json: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["baseline", b"baseline", "candidate", b"candidate", "decided_at_unix_ms", b"decided_at_unix_ms", "outcome", b"outcome", "summary", b"summary"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["baseline", b"baseline", "candidate", b"candidate", "decided_at_unix_ms", b"decided_at_unix_ms", "decided_by", b"decided_by", "outcome", b"outcome", "report_json", b"report_json", "source", b"source", "summary", b"summary"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
