@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -263,10 +264,18 @@ def _rollout(args: argparse.Namespace) -> int:
     request = admin_pb2.RolloutRequest(
         pool=args.pool or "", version=args.version, actor=actor_of(args), reason=args.reason or ""
     )
+    request.force = args.force
     if args.expect_generation is not None:
         request.expected_generation = args.expect_generation
     with connect(args) as client:
-        return _print_pointer(args, client.call(client.plans.Rollout, request))
+        try:
+            pointer = client.call(client.plans.Rollout, request)
+        except AdminError as exc:
+            if exc.code is grpc.StatusCode.FAILED_PRECONDITION and "refused (shadow:" in str(exc):
+                print(f"cachectl: {exc}", file=sys.stderr)
+                return 1  # the gate said no: a decision, not a usage error
+            raise
+    return _print_pointer(args, pointer)
 
 
 def _rollback(args: argparse.Namespace) -> int:
@@ -351,6 +360,10 @@ def register(sub: Any) -> None:
         p = _parser(sub, name, help_text, handler)
         if name == "rollout":
             p.add_argument("version", metavar="VERSION", help="plan version (p + 16 hex digits)")
+            p.add_argument(
+                "--force", action="store_true",
+                help="roll out without a passing shadow verdict (recorded in the audit)",
+            )  # fmt: skip
         else:
             p.add_argument("--to", metavar="VERSION", help="default: the previous active one")
         p.add_argument(

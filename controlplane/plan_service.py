@@ -128,6 +128,7 @@ class PlanServicer(admin_pb2_grpc.PlanServiceServicer):
             _expected_generation(request),
             actor=actor_of(request.actor, context),
             reason=request.reason,
+            force=request.force,
         )
 
     @rpc

@@ -6,6 +6,7 @@ generation uses the generation read just before the move, so of two concurrent m
 same generation exactly one wins and the other gets a :class:`ConflictError` that names the
 generation, version and actor that won. Every write is audited with its actor (pointer moves by
 the store's Lua script, imports here); importing content that is already stored is not a write.
+A rollout needs a passing shadow verdict unless forced (:mod:`controlplane.verdict_gate`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from cacheroute.v1 import admin_pb2, cluster_pb2, table_pb2
 from cacheroute_state import Stores
 from cacheroute_state.interfaces import ConflictError, PlanNotFoundError
 from controlplane.errors import PreconditionError
+from controlplane.verdict_gate import gate_rollout
 from dataplane.core.names import validate_pool, validate_version
 from dataplane.core.table import RoutingTable
 from dataplane.core.table_codec import (
@@ -193,11 +195,16 @@ async def rollout(
     *,
     actor: str,
     reason: str,
+    force: bool = False,
 ) -> cluster_pb2.ActivePointer:
+    """Activate ``version`` if its shadow verdict passes (:mod:`controlplane.verdict_gate`), or
+    with ``force``, audited with what it forced past."""
     pool = validate_pool(pool)
     validate_version(version)
+    await read_plan(stores, pool, version)  # NOT_FOUND before the gate
+    detail = await gate_rollout(stores, pool, version, force=force, reason=reason)
     return await _move(
-        stores, pool, version, expected_generation, actor=actor, action="rollout", reason=reason
+        stores, pool, version, expected_generation, actor=actor, action="rollout", reason=detail
     )
 
 

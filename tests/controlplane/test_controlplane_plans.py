@@ -123,10 +123,10 @@ async def test_rollout_and_rollback_move_the_pointer_under_new_generations(
 ) -> None:
     async with running(fast_config(state_url)) as plane, clients(plane.address) as c:
         v1, v2 = await import_small(c, 1), await import_small(c, 2)
-        first = await c.plans.Rollout(admin_pb2.RolloutRequest(version=v1, actor="alice"))
+        first = await c.plans.Rollout(admin_pb2.RolloutRequest(force=True, version=v1, actor="alice"))
         assert (first.version, first.generation, first.action) == (v1, 1, "rollout")
         second = await c.plans.Rollout(
-            admin_pb2.RolloutRequest(version=v2, expected_generation=1, actor="bob")
+            admin_pb2.RolloutRequest(force=True, version=v2, expected_generation=1, actor="bob")
         )
         assert (second.version, second.generation) == (v2, 2)
         back = await c.plans.Rollback(admin_pb2.RollbackRequest(actor="carol", reason="bad"))
@@ -150,10 +150,10 @@ async def test_rollout_and_rollback_move_the_pointer_under_new_generations(
 async def test_two_concurrent_rollouts_exactly_one_wins(state_url: str, stores: Stores) -> None:
     async with running(fast_config(state_url)) as plane, clients(plane.address) as c:
         v0, v1, v2 = [await import_small(c, s) for s in (0, 1, 2)]
-        await c.plans.Rollout(admin_pb2.RolloutRequest(version=v0, actor="setup"))
+        await c.plans.Rollout(admin_pb2.RolloutRequest(force=True, version=v0, actor="setup"))
         calls = [
             c.plans.Rollout(
-                admin_pb2.RolloutRequest(version=v, expected_generation=1, actor=f"op-{v}")
+                admin_pb2.RolloutRequest(force=True, version=v, expected_generation=1, actor=f"op-{v}")
             )
             for v in (v1, v2)
         ]
@@ -173,9 +173,9 @@ async def test_two_concurrent_rollouts_exactly_one_wins(state_url: str, stores: 
 async def test_stale_expected_generation_is_failed_precondition(state_url: str) -> None:
     async with running(fast_config(state_url)) as plane, clients(plane.address) as c:
         v1, v2 = await import_small(c, 1), await import_small(c, 2)
-        await c.plans.Rollout(admin_pb2.RolloutRequest(version=v1))
+        await c.plans.Rollout(admin_pb2.RolloutRequest(force=True, version=v1))
         await refused(
-            c.plans.Rollout(admin_pb2.RolloutRequest(version=v2, expected_generation=0)),
+            c.plans.Rollout(admin_pb2.RolloutRequest(force=True, version=v2, expected_generation=0)),
             grpc.StatusCode.FAILED_PRECONDITION,
         )
         await refused(
@@ -189,14 +189,14 @@ async def test_rollout_of_a_missing_version_is_not_found_and_changes_nothing(
 ) -> None:
     async with running(fast_config(state_url)) as plane, clients(plane.address) as c:
         v1 = await import_small(c, 1)
-        await c.plans.Rollout(admin_pb2.RolloutRequest(version=v1))
+        await c.plans.Rollout(admin_pb2.RolloutRequest(force=True, version=v1))
         message = await refused(
-            c.plans.Rollout(admin_pb2.RolloutRequest(version="p0123456789abcdef")),
+            c.plans.Rollout(admin_pb2.RolloutRequest(force=True, version="p0123456789abcdef")),
             grpc.StatusCode.NOT_FOUND,
         )
         assert "p0123456789abcdef" in message
         await refused(
-            c.plans.Rollout(admin_pb2.RolloutRequest(version="p0123456789abcdef", pool="other")),
+            c.plans.Rollout(admin_pb2.RolloutRequest(force=True, version="p0123456789abcdef", pool="other")),
             grpc.StatusCode.NOT_FOUND,
         )
         active = await stores.plans.get_active("default")
@@ -206,8 +206,8 @@ async def test_rollout_of_a_missing_version_is_not_found_and_changes_nothing(
 async def test_bad_names_are_invalid_argument_with_a_message(state_url: str) -> None:
     async with running(fast_config(state_url)) as plane, clients(plane.address) as c:
         cases = [
-            (c.plans.Rollout(admin_pb2.RolloutRequest(version="v1")), "version"),
-            (c.plans.Rollout(admin_pb2.RolloutRequest(pool="Bad Pool", version="p" + "0" * 16)),
+            (c.plans.Rollout(admin_pb2.RolloutRequest(force=True, version="v1")), "version"),
+            (c.plans.Rollout(admin_pb2.RolloutRequest(force=True, pool="Bad Pool", version="p" + "0" * 16)),
              "pool"),
             (c.plans.GetPlan(admin_pb2.GetPlanRequest(version="latest")), "version"),
             (c.plans.DiffPlans(admin_pb2.DiffPlansRequest(from_version="x", to_version="y")),
@@ -229,7 +229,7 @@ async def test_rollback_without_history_is_failed_precondition(state_url: str) -
         )
         assert "no active plan" in message
         v1 = await import_small(c, 1)
-        await c.plans.Rollout(admin_pb2.RolloutRequest(version=v1))
+        await c.plans.Rollout(admin_pb2.RolloutRequest(force=True, version=v1))
         message = await refused(
             c.plans.Rollback(admin_pb2.RollbackRequest()), grpc.StatusCode.FAILED_PRECONDITION
         )
@@ -307,7 +307,7 @@ async def test_status_shows_pointer_acks_nodes_and_leader(state_url: str, stores
         clients(plane.address) as c,
     ):
         v1 = await import_small(c, 1)
-        await c.plans.Rollout(admin_pb2.RolloutRequest(version=v1, actor="alice"))
+        await c.plans.Rollout(admin_pb2.RolloutRequest(force=True, version=v1, actor="alice"))
         await c.nodes.AddNode(admin_pb2.AddNodeRequest(node_id="n1", address="h:1"))
         await stores.cluster.put_ack(
             cluster_pb2.RouterAck(
@@ -346,7 +346,7 @@ async def test_a_build_with_an_active_plan_is_churn_aware_and_records_its_churn(
             await stores.telemetry.add_traffic(traffic("r1", window, counts, total=2000))
         first = (await c.plans.BuildPlan(admin_pb2.BuildPlanRequest(slots_per_node=3))).metadata
         assert not first.HasField("replan")  # nothing was active
-        await c.plans.Rollout(admin_pb2.RolloutRequest(version=first.version))
+        await c.plans.Rollout(admin_pb2.RolloutRequest(force=True, version=first.version))
         drifted = {k: v + (7 if i % 2 else -7) for i, (k, v) in enumerate(counts.items())}
         for window in range(3, 9):
             await stores.telemetry.add_traffic(traffic("r1", window, drifted, total=2000))

@@ -421,12 +421,17 @@ class RolloutRequest(_message.Message):
     EXPECTED_GENERATION_FIELD_NUMBER: _builtins.int
     ACTOR_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
+    FORCE_FIELD_NUMBER: _builtins.int
     pool: _builtins.str
     version: _builtins.str
     expected_generation: _builtins.int
     """Compare-and-set: apply only if the pointer's generation is still this one."""
     actor: _builtins.str
     reason: _builtins.str
+    force: _builtins.bool
+    """Roll out although a rollout gate refuses (no passing shadow verdict, ...); the refusals
+    are recorded in the audit event's detail with the actor.
+    """
     def __init__(
         self,
         *,
@@ -435,10 +440,11 @@ class RolloutRequest(_message.Message):
         expected_generation: _builtins.int | None = ...,
         actor: _builtins.str = ...,
         reason: _builtins.str = ...,
+        force: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_expected_generation", b"_expected_generation", "expected_generation", b"expected_generation"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_generation", b"_expected_generation", "actor", b"actor", "expected_generation", b"expected_generation", "pool", b"pool", "reason", b"reason", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_generation", b"_expected_generation", "actor", b"actor", "expected_generation", b"expected_generation", "force", b"force", "pool", b"pool", "reason", b"reason", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__expected_generation: _TypeAlias = _typing.Literal["expected_generation"]  # noqa: Y015
     _WhichOneofArgType__expected_generation: _TypeAlias = _typing.Literal["_expected_generation", b"_expected_generation"]  # noqa: Y015
