@@ -123,7 +123,9 @@ async def test_rollout_and_rollback_move_the_pointer_under_new_generations(
 ) -> None:
     async with running(fast_config(state_url)) as plane, clients(plane.address) as c:
         v1, v2 = await import_small(c, 1), await import_small(c, 2)
-        first = await c.plans.Rollout(admin_pb2.RolloutRequest(force=True, version=v1, actor="alice"))
+        first = await c.plans.Rollout(
+            admin_pb2.RolloutRequest(force=True, version=v1, actor="alice")
+        )
         assert (first.version, first.generation, first.action) == (v1, 1, "rollout")
         second = await c.plans.Rollout(
             admin_pb2.RolloutRequest(force=True, version=v2, expected_generation=1, actor="bob")
@@ -153,7 +155,9 @@ async def test_two_concurrent_rollouts_exactly_one_wins(state_url: str, stores: 
         await c.plans.Rollout(admin_pb2.RolloutRequest(force=True, version=v0, actor="setup"))
         calls = [
             c.plans.Rollout(
-                admin_pb2.RolloutRequest(force=True, version=v, expected_generation=1, actor=f"op-{v}")
+                admin_pb2.RolloutRequest(
+                    force=True, version=v, expected_generation=1, actor=f"op-{v}"
+                )
             )
             for v in (v1, v2)
         ]
@@ -175,7 +179,9 @@ async def test_stale_expected_generation_is_failed_precondition(state_url: str) 
         v1, v2 = await import_small(c, 1), await import_small(c, 2)
         await c.plans.Rollout(admin_pb2.RolloutRequest(force=True, version=v1))
         await refused(
-            c.plans.Rollout(admin_pb2.RolloutRequest(force=True, version=v2, expected_generation=0)),
+            c.plans.Rollout(
+                admin_pb2.RolloutRequest(force=True, version=v2, expected_generation=0)
+            ),
             grpc.StatusCode.FAILED_PRECONDITION,
         )
         await refused(
@@ -196,7 +202,9 @@ async def test_rollout_of_a_missing_version_is_not_found_and_changes_nothing(
         )
         assert "p0123456789abcdef" in message
         await refused(
-            c.plans.Rollout(admin_pb2.RolloutRequest(force=True, version="p0123456789abcdef", pool="other")),
+            c.plans.Rollout(
+                admin_pb2.RolloutRequest(force=True, version="p0123456789abcdef", pool="other")
+            ),
             grpc.StatusCode.NOT_FOUND,
         )
         active = await stores.plans.get_active("default")
@@ -206,8 +214,8 @@ async def test_rollout_of_a_missing_version_is_not_found_and_changes_nothing(
 async def test_bad_names_are_invalid_argument_with_a_message(state_url: str) -> None:
     async with running(fast_config(state_url)) as plane, clients(plane.address) as c:
         cases = [
-            (c.plans.Rollout(admin_pb2.RolloutRequest(force=True, version="v1")), "version"),
-            (c.plans.Rollout(admin_pb2.RolloutRequest(force=True, pool="Bad Pool", version="p" + "0" * 16)),
+            (c.plans.Rollout(admin_pb2.RolloutRequest(version="v1")), "version"),
+            (c.plans.Rollout(admin_pb2.RolloutRequest(pool="Bad Pool", version="p" + "0" * 16)),
              "pool"),
             (c.plans.GetPlan(admin_pb2.GetPlanRequest(version="latest")), "version"),
             (c.plans.DiffPlans(admin_pb2.DiffPlansRequest(from_version="x", to_version="y")),

@@ -73,7 +73,9 @@ async def test_shadow_replays_the_sampled_trace_and_records_the_verdict(
         assert verdict.candidate["near_p99_s"] > 0 and verdict.baseline["capacity_qps"] > 0
         listed = await c.plans.ListPlans(admin_pb2.ListPlansRequest(pool="sim"))
         assert listed.plans[0].metadata.verdict.summary == verdict.summary
-        await c.plans.Rollout(admin_pb2.RolloutRequest(force=True, pool="sim", version=version, actor="bob"))
+        await c.plans.Rollout(
+            admin_pb2.RolloutRequest(force=True, pool="sim", version=version, actor="bob")
+        )
         status = await c.plans.GetStatus(admin_pb2.GetStatusRequest(pool="sim"))
         pool = status.pools[0]
         assert pool.active_verdict.summary == verdict.summary
