@@ -253,6 +253,8 @@ async def test_plan_shadow_replays_the_sampled_trace_and_list_shows_the_verdict(
 async def test_rollout_needs_a_passing_shadow_verdict_or_force_which_the_audit_records(
     cli: Cli, stores: Stores, tmp_path: Path
 ) -> None:
+    for i in range(4):  # the plan's destinations, so only the shadow gate refuses
+        await cli.ok("nodes", "add", f"node-{i}", "--address", f"h:{i + 1}")
     path, version = write_plan(tmp_path, 7)
     await cli.ok("plan", "import", str(path))
     code, out, err = await cli.run("plan", "rollout", version)
