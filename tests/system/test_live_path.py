@@ -214,7 +214,9 @@ async def test_two_concurrent_rollouts_exactly_one_wins(redis_url: str, stores: 
             await stores.plans.put_plan(encode_table(table), metadata_for(table))
         calls = [
             live.admin.plans.Rollout(
-                admin_pb2.RolloutRequest(version=v, expected_generation=0, actor=f"op-{i}")
+                admin_pb2.RolloutRequest(
+                    version=v, expected_generation=0, actor=f"op-{i}", force=True
+                )
             )
             for i, v in enumerate((first.version, second.version))
         ]
@@ -277,7 +279,7 @@ async def test_plan_disable_makes_both_routers_answer_no_table_and_rollback_rest
     table = plan_for(6)
     async with cluster(redis_url) as live:
         await import_plan(live, table, tmp_path / "plan")
-        assert await live.cachectl("plan", "rollout", table.version) == 0
+        assert await live.cachectl("plan", "rollout", table.version, "--force") == 0
 
         async def all_follow(plan: RoutingTable, generation: int) -> bool:
             return all([await follow(stub, plan, generation) for stub in live.stubs])
