@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from servekit.addresses import parse_host_port
 from servekit.flags import (
     add_log_flags,
     add_server_tls_flags,
@@ -153,9 +154,11 @@ def parse_config(
     except SettingsError as exc:
         parser.error(str(exc))
     metrics_listen = "" if args.metrics_listen in ("", "off") else args.metrics_listen
-    host, _, port = metrics_listen.rpartition(":")
-    if metrics_listen and not (host and port.isdigit() and int(port) < 65536):
-        parser.error(f"--metrics-listen {args.metrics_listen!r}: expected HOST:PORT, '' or off")
+    try:
+        if metrics_listen:
+            parse_host_port(metrics_listen)
+    except ValueError as exc:
+        parser.error(f"--metrics-listen {args.metrics_listen!r}: {exc}, '' or off")
     return ControlPlaneConfig(
         listen=args.listen,
         redis_url=args.redis_url,

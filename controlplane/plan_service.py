@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any
 
 import grpc
@@ -19,13 +18,10 @@ from controlplane.plans import get_plan, import_plan, list_plans, read_plan, rol
 from controlplane.rpc import actor_of, rpc
 from controlplane.status import cluster_status
 from dataplane.core.table_codec import decode_table
+from servekit.clock import Clock, wall_ms
 
 Context = grpc.aio.ServicerContext[Any, Any]
 DEFAULT_MOVES = 20
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def _expected_generation(
@@ -44,7 +40,9 @@ class PlanServicer(admin_pb2_grpc.PlanServiceServicer):
         defaults: PlanDefaults,
         liveness: Liveness,
         instance_id: str,
+        clock: Clock = wall_ms,
     ) -> None:
+        self._clock = clock
         self._stores = stores
         self._metrics = metrics
         self._defaults = defaults
@@ -70,7 +68,7 @@ class PlanServicer(admin_pb2_grpc.PlanServiceServicer):
             liveness=self._liveness,
             metrics=self._metrics,
             trigger="rpc",
-            now_ms=_now_ms(),
+            now_ms=self._clock(),
         )
 
     @rpc
@@ -79,7 +77,7 @@ class PlanServicer(admin_pb2_grpc.PlanServiceServicer):
     ) -> admin_pb2.PlanSummary:
         actor = actor_of(request.actor, context)
         return await import_plan(
-            self._stores, request.table, actor=actor, note=request.note, now_ms=_now_ms()
+            self._stores, request.table, actor=actor, note=request.note, now_ms=self._clock()
         )
 
     @rpc
@@ -154,7 +152,7 @@ class PlanServicer(admin_pb2_grpc.PlanServiceServicer):
         return await cluster_status(
             self._stores,
             request.pool,
-            now_ms=_now_ms(),
+            now_ms=self._clock(),
             liveness=self._liveness,
             instance_id=self._instance_id,
         )
