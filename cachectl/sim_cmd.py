@@ -9,7 +9,7 @@
   (``cacheroute``).
 
 Defaults come from the workload's preset (:mod:`sim.presets`) and the simulator's modules; every
-one is spelled out in ``--help`` and in docs/notes/simulator.md.
+one is spelled out in ``--help`` and in docs/components/simulator.md.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ Each engine serves ``/v1/completions``, ``/v1/chat/completions`` (with and witho
 admin ``POST /reset_prefix_cache``. Simulated seconds = wall seconds × ``--speedup``. In
 ``CACHEROUTE_LISTEN`` several addresses are separated by spaces or ``;``; in a config file
 ``listen`` may be a list. Bodies may carry ``"cacheroute": {"blocks": [...], "prompt_tokens": N}``
-to give a request's exact prefix blocks (docs/notes/localcluster.md).
+to give a request's exact prefix blocks (docs/components/localcluster.md).
 """
 
 from __future__ import annotations
