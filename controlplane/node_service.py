@@ -42,6 +42,7 @@ class NodeServicer(admin_pb2_grpc.NodeServiceServicer):
             actor=actor_of(request.actor, context),
             now_ms=self._clock(),
             liveness=self._liveness,
+            replace=request.replace,
         )
 
     @rpc
@@ -54,6 +55,7 @@ class NodeServicer(admin_pb2_grpc.NodeServiceServicer):
             node_id=request.node_id,
             actor=actor_of(request.actor, context),
             now_ms=self._clock(),
+            liveness=self._liveness,
         )
         return admin_pb2.RemoveNodeResponse(removed=removed)
 

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 import structlog
 
-from servekit.flags import non_negative_float, positive_float, positive_int
+from servekit.flags import add_version_flag, non_negative_float, positive_float, positive_int
 from servekit.grpc_server import wait_for_signal
 from servekit.logging import LEVELS, configure_logging
 from servekit.options import Option, OptionSet, list_option
@@ -59,12 +59,15 @@ OPTIONS = OptionSet(
 
 
 def build_parser() -> argparse.ArgumentParser:
-    return OPTIONS.parser(
+    parser = OPTIONS.parser(
         prog="python -m simengine",
         description="Simulated LLM engines: OpenAI-compatible HTTP, vLLM v1 metrics.",
         epilog=__doc__.split("\n\n", 1)[1] if __doc__ else None,
+        # The declarations put each default in the help text themselves.
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    add_version_flag(parser)
+    return parser
 
 
 def listen_addresses(value: object) -> list[str]:
