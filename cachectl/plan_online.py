@@ -13,7 +13,6 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-import grpc
 from google.protobuf.message import DecodeError
 
 from cachectl.admin_client import (
@@ -148,13 +147,13 @@ def show(args: argparse.Namespace, version: str) -> int:
         try:
             plan = client.call(client.plans.GetPlan, request)
         except AdminError as exc:
-            if exc.code is grpc.StatusCode.NOT_FOUND:
+            if exc.code.name == "NOT_FOUND":
                 raise CliError(
                     f"{version}: no such plan file, and the control-plane at {client.address} "
                     f"has no stored version {version} in pool {args.pool or 'default'} "
                     "(`cachectl plan list` shows the stored ones)"
                 ) from None
-            if exc.code is grpc.StatusCode.UNAVAILABLE:
+            if exc.code.name == "UNAVAILABLE":
                 raise CliError(
                     f"{version}: no such plan file, and no control-plane answered at "
                     f"{client.address} to look it up as a stored version (is it running? "
