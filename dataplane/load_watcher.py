@@ -61,7 +61,7 @@ class LoadWatcher:
         pool = snapshot.pool
         try:
             applied = self._router.apply_load(snapshot)
-        except ValueError as exc:  # duplicate node ids, a malformed pool name
+        except ValueError as exc:  # duplicate node ids, a NaN/negative load, a malformed pool
             self._metrics.load_update(pool, "rejected")
             log.warning("load snapshot rejected", pool=pool, error=str(exc))
             return

@@ -41,7 +41,7 @@ class MetricsEndpoint:
             self._server = make_server(
                 str(sockaddr[0]), port, make_wsgi_app(registry), Server, handler_class=_QuietHandler
             )
-        except OSError as exc:  # name the address: "address in use" alone does not say which
+        except OSError as exc:
             raise OSError(
                 exc.errno, f"cannot listen on {host}:{port} (metrics): {exc.strerror or exc}"
             ) from None

@@ -16,6 +16,7 @@ Errors::
 
 from __future__ import annotations
 
+import math
 import time
 import zlib
 from collections.abc import Callable, Sequence
@@ -246,13 +247,17 @@ class Router:
 
         The snapshot's nodes are the pool's membership. Same ids and addresses: the loads and
         states go into the current view. Otherwise a new NodeSet and LoadView are built, the table
-        is bound to them, and the view is swapped in with one assignment.
+        is bound to them, and the view is swapped in with one assignment. A snapshot with
+        duplicate node ids or a load that is negative or not finite raises ValueError unapplied.
         """
         state = self.add_pool(snapshot.pool or DEFAULT_POOL)
         order = (snapshot.observed_at_unix_ms, snapshot.seq)
         if order <= state.load_order:
             return False
         entries = snapshot.nodes
+        for n in entries:  # NaN compares false both ways: it would win every tie it starts
+            if not (math.isfinite(n.load) and n.load >= 0):
+                raise ValueError(f"node {n.node_id!r} has load {n.load}; loads are finite, >= 0")
         ids = tuple(n.node_id for n in entries)
         addresses = tuple(n.address or n.node_id for n in entries)
         view = state.view
