@@ -298,7 +298,7 @@ def _rollout(args: argparse.Namespace) -> int:
         try:
             pointer = client.call(client.plans.Rollout, request)
         except AdminError as exc:
-            if exc.code is grpc.StatusCode.FAILED_PRECONDITION and "refused (shadow:" in str(exc):
+            if exc.code.name == "FAILED_PRECONDITION" and "refused (shadow:" in str(exc):
                 print(f"cachectl: {exc}", file=sys.stderr)
                 return 1  # the shadow gate said no: a decision, not a usage error
             raise
