@@ -38,7 +38,7 @@ DEFAULT_MOVES = 20
 def _expected_generation(
     request: admin_pb2.RolloutRequest | admin_pb2.RollbackRequest | admin_pb2.DisablePlanRequest,
 ) -> int | None:
-    """The generation the caller saw, None when it named none (rollout and rollback alike)."""
+    """The generation the caller saw, None when it named none (rollout, rollback, disable)."""
     return request.expected_generation if request.HasField("expected_generation") else None
 
 
