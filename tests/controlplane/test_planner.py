@@ -292,6 +292,12 @@ def test_hash_placement_puts_each_key_on_hash_mod_r_alone() -> None:
     assert table.stats.max_replicas == 1
 
 
+def test_hash_placement_adds_up_the_rates_of_keys_that_share_a_destination() -> None:
+    table = plan({3: 5.0, 6: 4.0, 7: 2.0}, placement="hash", slots_per_node=2)
+    assert sets(table) == {3: [0], 6: [0], 7: [1]}
+    assert table.stats.planned_load == pytest.approx((9.0, 2.0, 0.0))
+
+
 def test_random_placement_draws_k_distinct_destinations_deterministically() -> None:
     rates = {h: 25.0 if h < 5 else 3.0 for h in range(1, 40)}
     nodes = [f"n{i}" for i in range(8)]
