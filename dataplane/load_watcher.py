@@ -40,6 +40,7 @@ class LoadWatcher:
         self._metrics = metrics
         self.interval_s = interval_s
         self._wake = asyncio.Event()
+        self.synced = False
 
     def apply_payload(self, pool: str, payload: bytes) -> None:
         """Apply the snapshot a "load" hint carried."""
@@ -78,6 +79,7 @@ class LoadWatcher:
                 snapshot.pool = snapshot.pool or pool
                 if snapshot.pool == pool:
                     self.apply(snapshot)
+        self.synced = True  # every known pool's snapshot read at least once
 
     async def run(self) -> None:
         while True:
