@@ -112,6 +112,12 @@ def test_replicas_are_capped_at_the_number_of_destinations() -> None:
     assert sets(table) == {1: [0, 1, 2]}
 
 
+def test_a_single_slot_admits_the_top_key() -> None:
+    table = plan({1: 3.0, 2: 5.0}, nodes=["only"], slots_per_node=1)
+    assert sets(table) == {2: [0]}
+    assert table.stats.tail_rate == pytest.approx(3.0)
+
+
 def test_zero_slots_admits_nothing_and_everything_is_tail() -> None:
     table = plan({1: 3.0, 2: 3.0}, slots_per_node=0)
     assert table.num_keys == 0
