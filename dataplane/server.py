@@ -15,6 +15,9 @@ Loops (all on the server's event loop; none of them is on a decision's path):
 * load watcher (every ``load_interval_s``, 1 s, besides the pushed snapshots).
 * traffic reports (``report_interval_s``, 5 s) and trace samples (``sample_interval_s``, 1 s).
 
+With ``http`` set, the OpenAI-compatible front (:mod:`dataplane.http_front`) serves on the same
+event loop and decides with the same router; it starts after gRPC and stops before it.
+
 Stop: health NOT_SERVING, ``server.stop(grace)``, cancel the loops, a last flush of reports and
 samples (bounded by a short timeout), close Redis and the metrics endpoint.
 """
@@ -35,6 +38,8 @@ from cacheroute_state import Stores, open_stores
 from cacheroute_state.interfaces import StoreUnavailableError
 from cacheroute_state.redis_table_fetch import ChunkedTableFetcher
 from dataplane.core.router import Router
+from dataplane.holds import Holds, InFlightCollector
+from dataplane.http_front.app import FrontConfig, HttpFront
 from dataplane.load_watcher import LoadWatcher
 from dataplane.router_metrics import RouterMetrics
 from dataplane.sampler import Sampler, SampleReporter
@@ -89,6 +94,7 @@ class RouterConfig:
     decode_nice: int = 10
     metrics_listen: str | None = "127.0.0.1:0"
     tls: TlsConfig | None = None
+    http: FrontConfig | None = None  # the OpenAI-compatible front; None: off
 
 
 class RouterServer:
@@ -113,9 +119,15 @@ class RouterServer:
             pool_metrics=self.metrics.for_pool,
         )
         self.metrics.watch(self.router)
+        self.holds = Holds(self.router)
+        self.metrics.registry.register(InFlightCollector(self.holds))
+        self.http: HttpFront | None = None
+        if config.http is not None:
+            self.http = HttpFront(self.router, self.holds, config.http, self.metrics.registry)
         self.stores: Stores = open_stores(config.redis_url)
         self.grpc = GrpcServer(config.listen, service_names=[SERVICE_NAME], tls=config.tls)
-        add_to_server(RouterServicer(self.router, self.metrics, config.policy), self.grpc.server)
+        servicer = RouterServicer(self.router, self.metrics, config.policy, self.holds)
+        add_to_server(servicer, self.grpc.server)
         self.address = self.grpc.address
         self.tables = TableWatcher(
             self.router,
@@ -159,6 +171,8 @@ class RouterServer:
             host, _, port = self.config.metrics_listen.rpartition(":")
             self.metrics_endpoint = MetricsEndpoint(self.metrics.registry, host, int(port))
         await self.grpc.start()
+        if self.http is not None:
+            await self.http.start()
         loops: dict[str, Callable[[], Awaitable[None]]] = {
             "hints": self._hint_loop,
             "tables": self.tables.run,
@@ -174,6 +188,7 @@ class RouterServer:
             router_id=self.config.router_id,
             policy=self.config.policy,
             metrics_port=self.metrics_endpoint.port if self.metrics_endpoint else None,
+            http_port=self.http.port if self.http else None,
             pools=sorted(self.router.pools),
         )
 
@@ -188,6 +203,8 @@ class RouterServer:
             log.warning("starting without a full sync", error=repr(exc))
 
     async def stop(self) -> None:
+        if self.http is not None:
+            await self.http.stop()
         await self.grpc.stop(self.config.grace_s)
         for task in self._tasks:
             task.cancel()
