@@ -224,6 +224,7 @@ def front_config(args: argparse.Namespace) -> FrontConfig | None:
         key_from_user=args.http_key_from_user,
         model_pools=pools,
         seed=args.seed,
+        shutdown_timeout_s=args.grace,
     )
 
 

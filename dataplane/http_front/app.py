@@ -55,6 +55,7 @@ class FrontConfig:
     key_from_user: bool = False
     model_pools: dict[str, str] = field(default_factory=dict)
     seed: int = 0
+    shutdown_timeout_s: float = 5.0  # open responses get this long on stop, then are cut
 
 
 def decision_headers(outcome: Outcome) -> dict[str, str]:
@@ -97,7 +98,12 @@ class HttpFront:
     async def start(self) -> None:
         await self.upstream.start()
         host, _, port = self.config.listen.rpartition(":")
-        runner = web.AppRunner(self.app(), access_log=None, handler_cancellation=True)
+        runner = web.AppRunner(
+            self.app(),
+            access_log=None,
+            handler_cancellation=True,  # a client that goes away cancels its engine request
+            shutdown_timeout=self.config.shutdown_timeout_s,
+        )
         await runner.setup()
         site = web.TCPSite(runner, host or "0.0.0.0", int(port))
         await site.start()
@@ -105,7 +111,7 @@ class HttpFront:
         self.port = runner.addresses[0][1]
         log.info("http front serving", address=f"{host}:{self.port}")
 
-    async def stop(self, grace_s: float = 5.0) -> None:
+    async def stop(self) -> None:
         if self._runner is not None:
             await self._runner.shutdown()
             await self._runner.cleanup()

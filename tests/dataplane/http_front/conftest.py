@@ -133,14 +133,16 @@ def snapshot(
             cluster_pb2.NodeLoad(
                 node_id=node, address=address, healthy=True, load=loads[i] if loads else 0.0
             )
-            for i, (node, address) in enumerate(zip(node_ids(), addresses, strict=True))
+            for i, (node, address) in enumerate(
+                zip(node_ids(len(addresses)), addresses, strict=True)
+            )
         ],
     )
 
 
 @asynccontextmanager
 async def running_front(
-    redis_url: str, stores: Stores, addresses: list[str], **front: Any
+    redis_url: str, stores: Stores, addresses: list[str], pool: str = "default", **front: Any
 ) -> AsyncIterator[RouterServer]:
     """A router with its HTTP front; the pool's members are ``addresses`` (one snapshot)."""
     config = RouterConfig(
@@ -154,9 +156,11 @@ async def running_front(
     server = RouterServer(config)
     await server.start()
     try:
-        await stores.cluster.publish_load(snapshot(addresses, seq=1))
+        await stores.cluster.publish_load(snapshot(addresses, seq=1, pool=pool))
         deadline = time.monotonic() + 10
-        while len(server.router.pools["default"].view.eligible_nodes) < len(addresses):
+        while pool not in server.router.pools or len(
+            server.router.pools[pool].view.eligible_nodes
+        ) < len(addresses):
             if time.monotonic() > deadline:
                 pytest.fail("the router never applied the load snapshot")
             await asyncio.sleep(0.01)
