@@ -49,18 +49,25 @@ def prompt_text(blocks: Sequence[int]) -> str:
 
 
 class OpenAILoadClient:
-    """Sends each request to ``{url}/v1/completions``; use ``async with``."""
+    """Sends each request to ``{url}/v1/completions`` (several URLs: round-robin by request).
+
+    Use ``async with``.
+    """
 
     def __init__(
         self,
-        url: str,
+        url: str | Sequence[str],
         *,
         model: str | None = None,
         api_key: str | None = None,
         pool: str = "",
         request_timeout_s: float = 120.0,
     ) -> None:
-        self.url = url.rstrip("/").removesuffix("/v1")
+        urls = [url] if isinstance(url, str) else list(url)
+        if not urls:
+            raise ValueError("give at least one URL")
+        self.urls = [u.rstrip("/").removesuffix("/v1") for u in urls]
+        self.url = self.urls[0]
         self.model = model
         self.headers = dict(_JSON)
         if api_key:
@@ -108,15 +115,16 @@ class OpenAILoadClient:
         """Send one request, filling ``outcome``; never raises on request errors."""
         assert self._session is not None, "use OpenAILoadClient in `async with`"
         data = json.dumps(self.body(request), separators=(",", ":"))
+        url = self.urls[outcome.index % len(self.urls)]
         outcome.started = outcome.routed = time.monotonic()
         outcome.routed_unix = time.time()
-        outcome.router = self.url
+        outcome.router = url
         try:
             async with self._session.post(
-                f"{self.url}/v1/completions", data=data, headers=self.headers
+                f"{url}/v1/completions", data=data, headers=self.headers
             ) as response:
                 headers = response.headers
-                outcome.node_id = headers.get("x-cacheroute-node", self.url)
+                outcome.node_id = headers.get("x-cacheroute-node", url)
                 outcome.address = outcome.node_id
                 outcome.reason = headers.get("x-cacheroute-reason", "")
                 outcome.generation = int(headers.get("x-cacheroute-generation") or 0)
