@@ -14,7 +14,9 @@ Each request is ``POST /v1/completions`` with ``stream: true``, ``max_tokens`` 1
 ``prompt_cache_key`` (the front routes by it). TTFT = from sending the request to the first body
 bytes (the engine's first SSE chunk); throughput = completed requests per second of a closed loop
 of N concurrent streams. Reported: TTFT p50/p99 at 1 and 32 streams, the TTFT each proxy adds
-over direct, and throughput, with the front's as a share of the bare pass-through's.
+over direct, and throughput, with the front's as a share of the bare pass-through's. On a shared
+machine throughput swings with other processes' load, so the proxies' own CPU time per request
+(user + system, from ``/proc``) is reported too: it does not depend on what else runs.
 """
 
 from __future__ import annotations
@@ -156,7 +158,16 @@ def _wait_http(url: str, timeout_s: float = 60.0, accept: Any = None) -> None:
         time.sleep(0.1)
 
 
-def _measure(url: str, streams: int, duration_s: float) -> dict[str, Any]:
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds a process has used (Linux ``/proc``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _measure(
+    url: str, streams: int, duration_s: float, pids: tuple[int, ...] = ()
+) -> dict[str, Any]:
+    before = [_cpu_s(pid) for pid in pids]
     out = subprocess.run(
         [sys.executable, __file__, "client", url, str(streams), str(duration_s)],
         cwd=ROOT,
@@ -165,6 +176,7 @@ def _measure(url: str, streams: int, duration_s: float) -> dict[str, Any]:
         timeout=duration_s + 60,
     )
     result: dict[str, Any] = json.loads(out.stdout)
+    result["proxy_cpu_s"] = sum(_cpu_s(pid) - b for pid, b in zip(pids, before, strict=True))
     return result
 
 
@@ -222,6 +234,9 @@ def orchestrate(args: argparse.Namespace) -> dict[str, Any]:
             )
         )
         procs.append(_spawn(__file__, "bare", str(bare_port), f"http://{engine}"))
+        engine_pid, router_pid, bare_pid = (p.pid for p in procs)
+        proxy_pids = {"direct": (), "bare": (bare_pid,), "front": (router_pid,)}
+        del engine_pid
         _wait_http(
             f"http://{HOST}:{front_port}/health",
             accept=lambda d: json.loads(d)["eligible_engines"].get("default") == 1,
@@ -239,7 +254,7 @@ def orchestrate(args: argparse.Namespace) -> dict[str, Any]:
             order = names[r % 3 :] + names[: r % 3]
             for streams in (1, 32):
                 for name in order:
-                    result = _measure(targets[name], streams, args.duration)
+                    result = _measure(targets[name], streams, args.duration, proxy_pids[name])
                     pooled.setdefault((name, streams), []).append(result)
                     print(
                         f"round {r + 1} {name:6s} x{streams:<2d}: {result['done']} done",
@@ -265,6 +280,9 @@ def _report(
             "ttft_p99_ms": float(np.percentile(ttft, 99)),
             "throughput_rps": sum(r["done"] for r in results) / sum(r["seconds"] for r in results),
             "errors": sum(r["errors"] for r in results),
+            "proxy_cpu_us_per_request": 1e6
+            * sum(r["proxy_cpu_s"] for r in results)
+            / max(1, sum(r["done"] for r in results)),
             "samples": int(ttft.size),
         }
     added: dict[str, Any] = {}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter
 
 
@@ -34,5 +36,10 @@ class FrontMetrics:
             registry=registry,
         )
 
+        self._answered: dict[tuple[str, int], Any] = {}
+
     def answered(self, route: str, status: int) -> None:
-        self.requests.labels(route, str(status)).inc()
+        child = self._answered.get((route, status))
+        if child is None:  # label lookups cost µs: keep each (route, status) child
+            child = self._answered[(route, status)] = self.requests.labels(route, str(status))
+        child.inc()

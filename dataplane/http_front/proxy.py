@@ -8,7 +8,8 @@ dropped). The OpenAI paths are appended: ``/v1/chat/completions``, ``/v1/complet
 
 **An attempt** sends the client's body unchanged (with its ``Content-Type``, ``Accept`` and
 ``Authorization``) and waits for the engine's status line and headers, bounded by the
-first-byte timeout. Connection errors, that timeout and a 5xx status are :class:`AttemptFailedError`
+first-byte timeout (which also bounds any later silence of the engine mid-answer).
+Connection errors, that timeout and a 5xx status are :class:`AttemptFailedError`
 (the caller may retry: nothing has reached the client yet). Anything else is the answer: its
 status and body go to the client as they arrive (``iter_any``: each read of the socket is written
 at once, no buffering), so a 4xx from the engine passes through unchanged.
@@ -56,7 +57,14 @@ class Upstream:
     async def start(self) -> None:
         self._session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300),
-            timeout=aiohttp.ClientTimeout(total=None, sock_connect=self.connect_timeout_s),
+            # sock_read bounds the wait for the status line (the first-byte timeout) and any
+            # later silence of an engine mid-answer (then a mid-stream failure, not a retry);
+            # cheaper than an asyncio.timeout around every attempt.
+            timeout=aiohttp.ClientTimeout(
+                total=None,
+                sock_connect=self.connect_timeout_s,
+                sock_read=self.first_byte_timeout_s,
+            ),
             auto_decompress=False,  # bytes pass through exactly as the engine sent them
             skip_auto_headers=("User-Agent", "Accept-Encoding"),
         )
@@ -77,9 +85,8 @@ class Upstream:
         """POST ``body`` to ``url``; the response once its headers came (or AttemptFailedError)."""
         forward = CIMultiDict((h, headers[h]) for h in FORWARD_REQUEST_HEADERS if h in headers)
         try:
-            async with asyncio.timeout(self.first_byte_timeout_s):
-                response = await self.session.post(url, data=body, headers=forward)
-        except TimeoutError:
+            response = await self.session.post(url, data=body, headers=forward)
+        except TimeoutError:  # aiohttp's ServerTimeoutError: no bytes within sock_read
             detail = f"no answer within {self.first_byte_timeout_s:g} s"
             raise AttemptFailedError("timeout", detail) from None
         except aiohttp.ClientConnectorError as exc:

@@ -54,7 +54,7 @@ class FrontRequest:
 def parse_body(raw: bytes) -> dict[str, Any]:
     """The JSON object of a request body, or a 400 saying why not."""
     try:
-        body = json.loads(raw)
+        body = json.loads(raw.decode())  # str: skips json's encoding detection
     except (ValueError, UnicodeDecodeError) as exc:
         message = f"the request body is not valid JSON: {exc}"
         raise bad_request(message, code="invalid_json") from None

@@ -142,11 +142,16 @@ def snapshot(
 
 @asynccontextmanager
 async def running_front(
-    redis_url: str, stores: Stores, addresses: list[str], pool: str = "default", **front: Any
+    redis_url: str,
+    stores: Stores,
+    addresses: list[str],
+    pool: str = "default",
+    router: dict[str, Any] | None = None,
+    **front: Any,
 ) -> AsyncIterator[RouterServer]:
     """A router with its HTTP front; the pool's members are ``addresses`` (one snapshot)."""
     config = RouterConfig(
-        **QUIET,  # type: ignore[arg-type]
+        **{**QUIET, **(router or {})},
         listen="127.0.0.1:0",
         redis_url=redis_url,
         router_id="front-test",

@@ -6,6 +6,7 @@ import openai
 import pytest
 
 from cacheroute_state import Stores
+from dataplane.core.keys import MAX_PROMPT_BYTES, prompt_blocks
 from tests.dataplane.http_front.conftest import SimEngines, front_url, node_ids, running_front
 from tests.dataplane.http_front.metrics_util import in_flight, metric_sum
 
@@ -98,3 +99,24 @@ async def test_engine_4xx_passes_through_unchanged(
         assert "no-such-model" in str(caught.value)  # the engine's own message
         assert caught.value.response.headers["x-cacheroute-node"] in node_ids()
         assert metric_sum(server, "cacheroute_router_http_retries_total") == 0
+
+
+@pytest.mark.parametrize("policy", ["preble", "sglang"])
+async def test_prefix_history_policies_and_the_trace_get_the_prompts_chained_blocks(
+    redis_url: str, stores: Stores, shared_engines: SimEngines, policy: str
+) -> None:
+    router = {"policy": policy, "sample_rate": 1.0}
+    async with running_front(redis_url, stores, shared_engines.addresses, router=router) as server:
+        api = client(front_url(server))
+        model = (await api.models.list()).data[0].id
+        content = "shared system prompt " * 400  # 8 KB: only the first 4 KiB are hashed
+        raw = await api.chat.completions.with_raw_response.create(
+            model=model, messages=[{"role": "user", "content": content}], max_tokens=2
+        )
+        reasons = {"explore", "history", "cache_miss", "cache_match", "balance"}
+        assert raw.headers["x-cacheroute-reason"] in reasons
+        (sample,) = server.sampler.drain()
+        expected = prompt_blocks(f"user: {content}\n".encode()[:MAX_PROMPT_BYTES])
+        assert tuple(sample.prefix_blocks) == expected
+        assert len(expected) == MAX_PROMPT_BYTES // 64
+        assert sample.key.startswith("~d1.")  # no key given: derived from model + prompt head
