@@ -16,8 +16,8 @@ from cacheroute_state.interfaces import (
 )
 from cacheroute_state.redis_base import blob, text, unavailable_on_redis_error
 
-AUDIT_MAXLEN = 10_000
-PREVIOUS_KEPT = 100
+AUDIT_MAXLEN = schema.AUDIT_MAXLEN
+PREVIOUS_KEPT = schema.PREVIOUS_KEPT
 
 # KEYS: plan, meta, plans-zset. ARGV: table bytes, meta bytes, created_at ms, version.
 # Returns nil when stored, else the already stored metadata.
@@ -31,13 +31,15 @@ return false
 
 # KEYS: active, plans-zset, previous, audit. ARGV: version, expected generation, pointer bytes,
 # audit bytes, hint channel, new generation. Returns {1, gen} | {0, current} | {-1, current}.
+# An empty version (no table: planned routing disabled) needs no stored plan and is never pushed
+# onto the previous-versions list.
 _MOVE_ACTIVE = f"""
 local current = tonumber(redis.call('HGET', KEYS[1], 'generation') or '0')
 if current ~= tonumber(ARGV[2]) then return {{0, current}} end
-if not redis.call('ZSCORE', KEYS[2], ARGV[1]) then return {{-1, current}} end
+if ARGV[1] ~= '' and not redis.call('ZSCORE', KEYS[2], ARGV[1]) then return {{-1, current}} end
 local previous = redis.call('HGET', KEYS[1], 'version')
 redis.call('HSET', KEYS[1], 'generation', ARGV[6], 'version', ARGV[1], 'pb', ARGV[3])
-if previous and previous ~= ARGV[1] then
+if previous and previous ~= '' and previous ~= ARGV[1] then
   redis.call('LPUSH', KEYS[3], previous)
   redis.call('LTRIM', KEYS[3], 0, {PREVIOUS_KEPT - 1})
 end

@@ -72,7 +72,7 @@ class RouterServicer:
         if request.hold_until_release:
             holds = self._holds
             holds.name(inp.request_id, holds.take(inp, outcome, now), now)
-        return self._encoder.encode(*outcome, inp.key_hash, inp.key, inp.request_id)
+        return self._encoder.encode_outcome(outcome, inp.key_hash, inp.key, inp.request_id)
 
     async def RouteBatch(  # noqa: N802 - the gRPC method name
         self, request: routing_pb2.RouteBatchRequest, context: _Context
@@ -93,9 +93,9 @@ class RouterServicer:
                 holds.name(inp.request_id, holds.take(inp, outcomes[index], now), now)
         except (InvalidRequestError, RouteError) as exc:
             await self._abort(context, exc)
-        encode = self._encoder.encode
+        encode = self._encoder.encode_outcome
         return batch_response(
-            encode(*outcome, inp.key_hash, inp.key, inp.request_id)
+            encode(outcome, inp.key_hash, inp.key, inp.request_id)
             for inp, outcome in zip(inputs, outcomes, strict=True)
         )
 

@@ -122,6 +122,9 @@ class HttpFront:
 
     async def health(self, request: web.Request) -> web.Response:
         pools = {name: len(s.view.eligible_nodes) for name, s in self.router.pools.items()}
+        if self.router.not_synced:  # as gRPC health: NOT_SERVING until the first full sync
+            body = {"status": "not_synced", "detail": self.router.not_synced}
+            return web.json_response({**body, "eligible_engines": pools}, status=503)
         return web.json_response({"status": "ok", "eligible_engines": pools})
 
     async def models(self, request: web.Request) -> web.Response:

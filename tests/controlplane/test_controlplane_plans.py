@@ -1,4 +1,5 @@
-"""PlanService over real gRPC: import, list, show, diff, build, rollout, rollback, status."""
+"""PlanService over real gRPC: import, list, show, diff, build, rollout, rollback, status
+(on the state twin; the concurrent-rollout race also on a real Redis)."""
 
 from __future__ import annotations
 
@@ -16,12 +17,20 @@ from tests.support.controlplane import (
     clients,
     eventually,
     fast_config,
+    register_nodes,
     running,
     traffic,
 )
 from tests.support.factories import small_plan
+from tests.support.state import on_redis
 
-pytestmark = [pytest.mark.redis, pytest.mark.grpc]
+pytestmark = pytest.mark.grpc
+
+
+@pytest.fixture
+def stores(state_stores: Stores) -> Stores:
+    """This module's logic runs on the in-memory state twin; ``@on_redis`` tests on real Redis."""
+    return state_stores
 
 
 async def refused(call: object, code: grpc.StatusCode) -> str:
@@ -43,9 +52,9 @@ async def import_small(
 
 
 async def test_import_is_validated_idempotent_and_audited_once(
-    redis_url: str, stores: Stores
+    state_url: str, stores: Stores
 ) -> None:
-    async with running(fast_config(redis_url)) as plane, clients(plane.address) as c:
+    async with running(fast_config(state_url)) as plane, clients(plane.address) as c:
         table = small_plan("blue", seed=1)
         request = admin_pb2.ImportPlanRequest(table=table_to_proto(table), actor="alice", note="n")
         first = await c.plans.ImportPlan(request)
@@ -60,8 +69,8 @@ async def test_import_is_validated_idempotent_and_audited_once(
         ]
 
 
-async def test_import_refuses_bad_tables_with_invalid_argument(redis_url: str) -> None:
-    async with running(fast_config(redis_url)) as plane, clients(plane.address) as c:
+async def test_import_refuses_bad_tables_with_invalid_argument(state_url: str) -> None:
+    async with running(fast_config(state_url)) as plane, clients(plane.address) as c:
         good = table_to_proto(small_plan(seed=1))
         garbage = table_pb2.RoutingTable()
         garbage.CopyFrom(good)
@@ -84,8 +93,8 @@ async def test_import_refuses_bad_tables_with_invalid_argument(redis_url: str) -
             assert word in message
 
 
-async def test_list_show_and_diff(redis_url: str) -> None:
-    async with running(fast_config(redis_url)) as plane, clients(plane.address) as c:
+async def test_list_show_and_diff(state_url: str) -> None:
+    async with running(fast_config(state_url)) as plane, clients(plane.address) as c:
         v1 = await import_small(c, 1)
         v2 = await import_small(c, 2)
         listed = await c.plans.ListPlans(admin_pb2.ListPlansRequest())
@@ -111,9 +120,10 @@ async def test_list_show_and_diff(redis_url: str) -> None:
 
 
 async def test_rollout_and_rollback_move_the_pointer_under_new_generations(
-    redis_url: str, stores: Stores
+    state_url: str, stores: Stores
 ) -> None:
-    async with running(fast_config(redis_url)) as plane, clients(plane.address) as c:
+    async with running(fast_config(state_url)) as plane, clients(plane.address) as c:
+        await register_nodes(c)
         v1, v2 = await import_small(c, 1), await import_small(c, 2)
         first = await c.plans.Rollout(admin_pb2.RolloutRequest(version=v1, actor="alice"))
         assert (first.version, first.generation, first.action) == (v1, 1, "rollout")
@@ -138,8 +148,10 @@ async def test_rollout_and_rollback_move_the_pointer_under_new_generations(
         ]
 
 
-async def test_two_concurrent_rollouts_exactly_one_wins(redis_url: str, stores: Stores) -> None:
-    async with running(fast_config(redis_url)) as plane, clients(plane.address) as c:
+@on_redis
+async def test_two_concurrent_rollouts_exactly_one_wins(state_url: str, stores: Stores) -> None:
+    async with running(fast_config(state_url)) as plane, clients(plane.address) as c:
+        await register_nodes(c)
         v0, v1, v2 = [await import_small(c, s) for s in (0, 1, 2)]
         await c.plans.Rollout(admin_pb2.RolloutRequest(version=v0, actor="setup"))
         calls = [
@@ -161,8 +173,9 @@ async def test_two_concurrent_rollouts_exactly_one_wins(redis_url: str, stores: 
         assert active is not None and (active.version, active.generation) == (winner.version, 2)
 
 
-async def test_stale_expected_generation_is_failed_precondition(redis_url: str) -> None:
-    async with running(fast_config(redis_url)) as plane, clients(plane.address) as c:
+async def test_stale_expected_generation_is_failed_precondition(state_url: str) -> None:
+    async with running(fast_config(state_url)) as plane, clients(plane.address) as c:
+        await register_nodes(c)
         v1, v2 = await import_small(c, 1), await import_small(c, 2)
         await c.plans.Rollout(admin_pb2.RolloutRequest(version=v1))
         await refused(
@@ -176,9 +189,10 @@ async def test_stale_expected_generation_is_failed_precondition(redis_url: str) 
 
 
 async def test_rollout_of_a_missing_version_is_not_found_and_changes_nothing(
-    redis_url: str, stores: Stores
+    state_url: str, stores: Stores
 ) -> None:
-    async with running(fast_config(redis_url)) as plane, clients(plane.address) as c:
+    async with running(fast_config(state_url)) as plane, clients(plane.address) as c:
+        await register_nodes(c)
         v1 = await import_small(c, 1)
         await c.plans.Rollout(admin_pb2.RolloutRequest(version=v1))
         message = await refused(
@@ -194,8 +208,8 @@ async def test_rollout_of_a_missing_version_is_not_found_and_changes_nothing(
         assert active is not None and (active.version, active.generation) == (v1, 1)
 
 
-async def test_bad_names_are_invalid_argument_with_a_message(redis_url: str) -> None:
-    async with running(fast_config(redis_url)) as plane, clients(plane.address) as c:
+async def test_bad_names_are_invalid_argument_with_a_message(state_url: str) -> None:
+    async with running(fast_config(state_url)) as plane, clients(plane.address) as c:
         cases = [
             (c.plans.Rollout(admin_pb2.RolloutRequest(version="v1")), "version"),
             (c.plans.Rollout(admin_pb2.RolloutRequest(pool="Bad Pool", version="p" + "0" * 16)),
@@ -213,8 +227,9 @@ async def test_bad_names_are_invalid_argument_with_a_message(redis_url: str) -> 
             assert word in await refused(call, grpc.StatusCode.INVALID_ARGUMENT)
 
 
-async def test_rollback_without_history_is_failed_precondition(redis_url: str) -> None:
-    async with running(fast_config(redis_url)) as plane, clients(plane.address) as c:
+async def test_rollback_without_history_is_failed_precondition(state_url: str) -> None:
+    async with running(fast_config(state_url)) as plane, clients(plane.address) as c:
+        await register_nodes(c)
         message = await refused(
             c.plans.Rollback(admin_pb2.RollbackRequest()), grpc.StatusCode.FAILED_PRECONDITION
         )
@@ -227,8 +242,8 @@ async def test_rollback_without_history_is_failed_precondition(redis_url: str) -
         assert "--to" in message
 
 
-async def test_shadow_is_unimplemented_with_a_message(redis_url: str) -> None:
-    async with running(fast_config(redis_url)) as plane, clients(plane.address) as c:
+async def test_shadow_is_unimplemented_with_a_message(state_url: str) -> None:
+    async with running(fast_config(state_url)) as plane, clients(plane.address) as c:
         v1 = await import_small(c, 1)
         message = await refused(
             c.plans.ShadowPlan(admin_pb2.ShadowPlanRequest(version=v1)),
@@ -238,9 +253,9 @@ async def test_shadow_is_unimplemented_with_a_message(redis_url: str) -> None:
 
 
 async def test_build_plan_from_two_routers_traffic_admits_the_hot_keys(
-    redis_url: str, stores: Stores
+    state_url: str, stores: Stores
 ) -> None:
-    async with running(fast_config(redis_url)) as plane, clients(plane.address) as c:
+    async with running(fast_config(state_url)) as plane, clients(plane.address) as c:
         message = await refused(
             c.plans.BuildPlan(admin_pb2.BuildPlanRequest()), grpc.StatusCode.FAILED_PRECONDITION
         )
@@ -274,14 +289,14 @@ async def test_build_plan_from_two_routers_traffic_admits_the_hot_keys(
         assert audit[-1].action == "build" and audit[-1].actor == "alice"
 
 
-async def test_status_shows_pointer_acks_nodes_and_leader(redis_url: str, stores: Stores) -> None:
+async def test_status_shows_pointer_acks_nodes_and_leader(state_url: str, stores: Stores) -> None:
     async with (
-        running(fast_config(redis_url, instance_id="cp-a")) as plane,
+        running(fast_config(state_url, instance_id="cp-a")) as plane,
         clients(plane.address) as c,
     ):
         v1 = await import_small(c, 1)
-        await c.plans.Rollout(admin_pb2.RolloutRequest(version=v1, actor="alice"))
         await c.nodes.AddNode(admin_pb2.AddNodeRequest(node_id="n1", address="h:1"))
+        await c.plans.Rollout(admin_pb2.RolloutRequest(version=v1, actor="alice", force=True))
         await stores.cluster.put_ack(
             cluster_pb2.RouterAck(
                 router_id="r1", pool="default", version=v1, generation=1, accepted=True
@@ -306,3 +321,86 @@ async def test_status_shows_pointer_acks_nodes_and_leader(redis_url: str, stores
             ("r2", False, "bad table"),
         ]
         assert [n.record.node_id for n in pool.nodes] == ["n1"]
+        # forced past the destination gate: status names the plan's unregistered destinations
+        check = pool.active_destinations
+        assert (check.destinations, check.registered, check.eligible) == (4, 0, 0)
+        assert list(check.missing) == [f"node-{i}" for i in range(4)]
+
+
+async def test_rollout_of_a_plan_for_unknown_nodes_is_refused_naming_them(
+    state_url: str, stores: Stores
+) -> None:
+    async with running(fast_config(state_url)) as plane, clients(plane.address) as c:
+        for node in ("gpu-0", "gpu-1"):
+            await c.nodes.AddNode(admin_pb2.AddNodeRequest(node_id=node, address="h:1"))
+        table = table_to_proto(small_plan(seed=1))  # destinations node-0..node-3
+        imported = await c.plans.ImportPlan(admin_pb2.ImportPlanRequest(table=table, actor="a"))
+        check = imported.destinations
+        assert (check.destinations, check.registered, check.eligible) == (4, 0, 0)
+        assert set(check.missing_warm) <= set(check.missing) == {f"node-{i}" for i in range(4)}
+        version = imported.metadata.version
+        message = await refused(
+            c.plans.Rollout(admin_pb2.RolloutRequest(version=version, actor="alice")),
+            grpc.StatusCode.FAILED_PRECONDITION,
+        )
+        assert "not registered nodes of pool default" in message and "--force" in message
+        assert all(f"node-{i}" in message for i in range(4))
+        assert await stores.plans.get_active("default") is None  # nothing changed
+        forced = await c.plans.Rollout(
+            admin_pb2.RolloutRequest(version=version, actor="alice", reason="drill", force=True)
+        )
+        assert forced.generation == 1
+        (event,) = [e for e in await stores.plans.read_audit("default", 10) if e.generation]
+        assert (event.action, event.actor) == ("rollout", "alice")
+        assert event.detail.startswith("drill; forced past destinations:")
+        assert "node-0" in event.detail
+
+
+async def test_a_plan_whose_destinations_are_registered_rolls_out_and_says_so(
+    state_url: str,
+) -> None:
+    async with running(fast_config(state_url)) as plane, clients(plane.address) as c:
+        await register_nodes(c, count=3)
+        await c.nodes.SetDraining(admin_pb2.SetDrainingRequest(node_id="node-2", draining=True))
+        table = table_to_proto(small_plan(seed=1, nodes=3))
+        imported = await c.plans.ImportPlan(admin_pb2.ImportPlanRequest(table=table))
+        check = imported.destinations
+        assert (check.destinations, check.registered, check.eligible) == (3, 3, 2)
+        assert list(check.ineligible) == ["node-2 (draining)"] and not check.missing
+        pointer = await c.plans.Rollout(admin_pb2.RolloutRequest(version=table.version))
+        assert pointer.generation == 1
+        shown = await c.plans.GetPlan(admin_pb2.GetPlanRequest(version=table.version))
+        assert shown.summary.destinations.registered == 3
+
+
+async def test_disable_is_a_generation_without_a_table_and_rollback_restores(
+    state_url: str, stores: Stores
+) -> None:
+    async with running(fast_config(state_url)) as plane, clients(plane.address) as c:
+        await register_nodes(c)
+        message = await refused(
+            c.plans.DisablePlan(admin_pb2.DisablePlanRequest()),
+            grpc.StatusCode.FAILED_PRECONDITION,
+        )
+        assert "no active plan" in message
+        v1 = await import_small(c, 1)
+        await c.plans.Rollout(admin_pb2.RolloutRequest(version=v1, actor="alice"))
+        off = await c.plans.DisablePlan(admin_pb2.DisablePlanRequest(actor="bob", reason="oops"))
+        assert (off.version, off.generation, off.action, off.actor) == ("", 2, "disable", "bob")
+        await refused(
+            c.plans.DisablePlan(admin_pb2.DisablePlanRequest()),
+            grpc.StatusCode.FAILED_PRECONDITION,
+        )
+        status = await c.plans.GetStatus(admin_pb2.GetStatusRequest())
+        assert status.pools[0].active.version == ""
+        assert not status.pools[0].HasField("active_destinations")
+        back = await c.plans.Rollback(admin_pb2.RollbackRequest(actor="carol"))
+        assert (back.version, back.generation) == (v1, 3)
+        audit = await stores.plans.read_audit("default", 10)
+        moves = [(e.action, e.actor, e.from_version, e.to_version) for e in audit if e.generation]
+        assert moves == [
+            ("rollout", "alice", "", v1),
+            ("disable", "bob", v1, ""),
+            ("rollback", "carol", "", v1),
+        ]
+        assert await stores.plans.previous_versions("default") == [v1]

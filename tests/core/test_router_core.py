@@ -114,6 +114,18 @@ def test_an_older_or_repeated_snapshot_is_ignored() -> None:
     assert router.pools["default"].view.loads == [0.0, 10.0]
 
 
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -1.0], ids=["nan", "inf", "negative"])
+def test_a_snapshot_with_a_load_that_is_not_a_finite_count_is_refused_whole(bad: float) -> None:
+    # A NaN load compares false both ways, so the node would win every tie rotation it starts.
+    router = Router()
+    router.install_table("default", table_for({"hot": ["a", "b"]}, ["a", "b"]), 1)
+    assert router.apply_load(snapshot([("a", 3.0), ("b", 1.0)], seq=1))
+    with pytest.raises(ValueError, match=r"node 'a' has load .*; loads are finite, >= 0"):
+        router.apply_load(snapshot([("a", bad), ("b", 9.0)], seq=2, at_ms=NOW_MS + 1))
+    assert router.pools["default"].view.loads == [3.0, 1.0]  # the last good snapshot stays
+    assert router.apply_load(snapshot([("a", 0.0), ("b", 9.0)], seq=2, at_ms=NOW_MS + 1))
+
+
 def test_drained_and_unhealthy_members_are_not_chosen() -> None:
     router = Router()
     router.install_table("default", table_for({"hot": ["a", "b", "c"]}, ["a", "b", "c"]), 1)
@@ -191,6 +203,28 @@ def test_history_policies_get_prefix_blocks_and_the_others_do_not() -> None:
     assert Router(policy="sglang").pools["default"].uses_blocks
     assert not Router(policy="cacheroute").pools["default"].uses_blocks
     assert not Router(policy="flat").pools["default"].uses_blocks
+
+
+def test_only_policies_that_declare_it_get_prefix_blocks() -> None:
+    from dataplane.core.policies import POLICIES  # noqa: PLC0415
+
+    needing = {name for name in POLICIES if Router(policy=name).pools["default"].uses_blocks}
+    assert needing == {"preble", "sglang"}  # dualmap learns from decisions, not from prefixes
+
+
+def test_a_decision_names_the_current_address_and_version_after_changes() -> None:
+    router = Router(policy="cacheroute")
+    router.apply_load(snapshot([("a", 0.0)], seq=1))
+    assert router.route(inp("k"), NOW_S).address == "a.svc:8000"
+    moved = snapshot([("a", 0.0)], seq=2)
+    moved.nodes[0].address = "a.elsewhere:9000"
+    router.apply_load(moved)
+    assert router.route(inp("k"), NOW_S).address == "a.elsewhere:9000"
+    table = table_for({"k": ["a"]}, ["a"])
+    router.install_table("default", table, 7)
+    outcome = router.route(inp("k"), NOW_S)
+    assert (outcome.version, outcome.generation, outcome.reason) == (table.version, 7, Reason.WARM)
+    assert outcome.address == "a.elsewhere:9000"
 
 
 def test_every_registered_policy_routes_through_the_router() -> None:
