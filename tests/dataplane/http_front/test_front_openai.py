@@ -32,6 +32,12 @@ async def test_chat_completion_returns_the_engines_answer_with_decision_headers(
         )
         answer = raw.parse()
         assert answer.choices[0].message.content
+        node = raw.headers["x-cacheroute-node"]
+        direct = client(f"http://{shared_engines.addresses[int(node.split('-')[1])]}")
+        same = await direct.chat.completions.create(
+            model=model, messages=[{"role": "user", "content": "hello there"}], max_tokens=5
+        )
+        assert answer.choices[0].message.content == same.choices[0].message.content
         assert answer.usage is not None and answer.usage.completion_tokens == 5
         assert raw.headers["x-cacheroute-node"] in node_ids()
         assert raw.headers["x-cacheroute-reason"] == "no_table"
