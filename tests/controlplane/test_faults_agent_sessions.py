@@ -15,8 +15,9 @@ import grpc
 import pytest
 
 from cacheroute.v1 import admin_pb2, agent_pb2
-from cacheroute_state import Stores
+from cacheroute_state import Stores, open_stores
 from cacheroute_state.embedded import EmbeddedRedis
+from controlplane.nodes import remove_node
 from tests.support.controlplane import (
     StubAgent,
     clients,
@@ -104,8 +105,13 @@ async def test_a_node_removed_under_a_live_stream_aborts_it_and_the_agent_can_re
         agent = StubAgent(c.agents)
         await agent.send(report("gpu-1", interval_ms=60_000))
         await agent.read()
-        removed = await c.nodes.RemoveNode(admin_pb2.RemoveNodeRequest(node_id="gpu-1"))
-        assert removed.removed
+        # RemoveNode refuses a live agent's node (issue 10); the session must still cope when
+        # the record vanishes under it (another control plane, or a store-level removal).
+        direct = open_stores(redis_url)
+        try:
+            assert await remove_node(direct, pool="default", node_id="gpu-1", actor="t", now_ms=0)
+        finally:
+            await direct.close()
         await agent.send(report("gpu-1", interval_ms=60_000))
         await refused_with(agent, grpc.StatusCode.ABORTED, "reconnect to rejoin")
         assert (await c.nodes.ListNodes(admin_pb2.ListNodesRequest())).nodes == []
