@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -25,12 +24,9 @@ from controlplane.controlplane_metrics import ControlPlaneMetrics
 from controlplane.errors import ShuttingDownError
 from controlplane.nodes import Liveness
 from controlplane.rpc import status_for
+from servekit.clock import Clock, wall_ms
 
 log = structlog.get_logger("controlplane.agents")
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
@@ -42,7 +38,9 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         instance_id: str,
         liveness: Liveness,
         report_interval_ms: int,
+        clock: Clock = wall_ms,
     ) -> None:
+        self._clock = clock
         self._stores = stores
         self._metrics = metrics
         self._instance_id = instance_id
@@ -73,7 +71,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
     async def _handle(
         self, session: AgentSession | None, report: agent_pb2.NodeReport, stream_id: str
     ) -> tuple[AgentSession, agent_pb2.AgentDirective | None]:
-        now = _now_ms()
+        now = self._clock()
         if session is None:
             session = await join(
                 self._stores,
@@ -119,5 +117,5 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
             self._metrics.rpcs.labels("Connect", code).inc()
             if session is not None and not self._closing.is_set():
                 with contextlib.suppress(StoreError):
-                    await asyncio.shield(session.leave(_now_ms()))
+                    await asyncio.shield(session.leave(self._clock()))
                 log.info("agent left", pool=session.pool, node=session.node_id, stream=stream_id)

@@ -48,6 +48,7 @@ from dataplane.sampler import Sampler, SampleReporter
 from dataplane.servicer import RouterServicer, add_to_server
 from dataplane.table_watcher import TableWatcher
 from dataplane.traffic import TrafficReporter
+from servekit.addresses import parse_host_port
 from servekit.grpc_server import GrpcServer
 from servekit.metrics_endpoint import MetricsEndpoint
 from servekit.tls import TlsConfig
@@ -181,8 +182,8 @@ class RouterServer:
     async def start(self) -> None:
         await self.initial_sync()
         if self.config.metrics_listen is not None:
-            host, _, port = self.config.metrics_listen.rpartition(":")
-            self.metrics_endpoint = MetricsEndpoint(self.metrics.registry, host, int(port))
+            host, port = parse_host_port(self.config.metrics_listen)
+            self.metrics_endpoint = MetricsEndpoint(self.metrics.registry, host, port)
         synced = self.synced
         if not synced:
             self.router.not_synced = self._not_synced_text()
