@@ -17,6 +17,9 @@ Loops (all on the server's event loop; none of them is on a decision's path):
 * load watcher (every ``load_interval_s``, 1 s, besides the pushed snapshots).
 * traffic reports (``report_interval_s``, 5 s) and trace samples (``sample_interval_s``, 1 s).
 
+With ``http`` set, the OpenAI-compatible front (:mod:`dataplane.http_front`) serves on the same
+event loop and decides with the same router; it starts after gRPC and stops before it.
+
 Stop: health NOT_SERVING, ``server.stop(grace)``, cancel the loops, a last flush of reports and
 samples (bounded by a short timeout), close Redis and the metrics endpoint.
 """
@@ -37,6 +40,8 @@ from cacheroute_state import Stores, open_stores
 from cacheroute_state.interfaces import StoreUnavailableError
 from cacheroute_state.urls import redacted
 from dataplane.core.router import Router
+from dataplane.holds import Holds, InFlightCollector
+from dataplane.http_front.app import FrontConfig, HttpFront
 from dataplane.load_watcher import LoadWatcher
 from dataplane.router_metrics import RouterMetrics
 from dataplane.sampler import Sampler, SampleReporter
@@ -94,6 +99,7 @@ class RouterConfig:
     decode_nice: int = 10
     metrics_listen: str | None = "127.0.0.1:0"
     tls: TlsConfig | None = None
+    http: FrontConfig | None = None  # the OpenAI-compatible front; None: off
 
 
 class RouterServer:
@@ -118,9 +124,15 @@ class RouterServer:
             pool_metrics=self.metrics.for_pool,
         )
         self.metrics.watch(self.router)
+        self.holds = Holds(self.router)
+        self.metrics.registry.register(InFlightCollector(self.holds))
+        self.http: HttpFront | None = None
+        if config.http is not None:
+            self.http = HttpFront(self.router, self.holds, config.http, self.metrics.registry)
         self.stores: Stores = open_stores(config.redis_url)
         self.grpc = GrpcServer(config.listen, service_names=[SERVICE_NAME], tls=config.tls)
-        add_to_server(RouterServicer(self.router, self.metrics, config.policy), self.grpc.server)
+        servicer = RouterServicer(self.router, self.metrics, config.policy, self.holds)
+        add_to_server(servicer, self.grpc.server)
         self.address = self.grpc.address
         self.tables = TableWatcher(
             self.router,
@@ -176,6 +188,8 @@ class RouterServer:
         if not synced:
             self.router.not_synced = self._not_synced_text()
         await self.grpc.start(serving=synced)
+        if self.http is not None:
+            await self.http.start()
         loops: dict[str, Callable[[], Awaitable[None]]] = {
             "hints": self._hint_loop,
             "tables": self.tables.run,
@@ -193,6 +207,7 @@ class RouterServer:
             router_id=self.config.router_id,
             policy=self.config.policy,
             metrics_port=self.metrics_endpoint.port if self.metrics_endpoint else None,
+            http_port=self.http.port if self.http else None,
             pools=sorted(self.router.pools),
             health="SERVING" if synced else "NOT_SERVING",
         )
@@ -236,6 +251,8 @@ class RouterServer:
             )
 
     async def stop(self) -> None:
+        if self.http is not None:
+            await self.http.stop()
         await self.grpc.stop(self.config.grace_s)
         for task in self._tasks:
             task.cancel()
