@@ -111,3 +111,23 @@ def test_bad_byte_aware_inputs_are_named(change: dict[str, object], message: str
     )  # fmt: skip
     with pytest.raises(PlanError, match=message):
         build_plan(replace(plan, **change))  # type: ignore[arg-type]
+
+
+def test_keys_that_fit_within_the_balance_slack_are_placed_not_left_to_the_tail() -> None:
+    """Two equal hot keys on two destinations sit exactly at the mean warm load (10 of 10.5):
+    inside the (1 + ε) cap they are placed one per destination, with the small key beside one
+    of them, rather than dropped to the cold tail."""
+    plan = PlanInput(
+        key_hashes=np.array([1, 2, 3], dtype=np.uint64),
+        rates=np.array([10.0, 10.0, 1.0]),
+        node_ids=["a", "b"],
+        q_cap=100.0,
+        slots_per_node=8,
+        prefix_sizes=np.array([1.0, 1.0, 1.0]),
+        cache_budget=100.0,
+        byte_rank="rate",
+    )
+    table = build_plan(plan)
+    sets = {int(h): table.members(row) for row, h in enumerate(table.key_hashes.tolist())}
+    assert sorted(sets) == [1, 2, 3]
+    assert sorted(m for key in (1, 2) for m in sets[key]) == [0, 1]
