@@ -44,6 +44,8 @@ class ControlPlaneConfig:
     rate_update_interval_s: float = 1.0
     rate_max_keys: int = 250_000
     leader_lease_ttl_s: float = 3.0
+    # >= the agents' longest reconnect backoff (5 s) plus a connect: see controlplane/loads.py.
+    leader_grace_s: float = 8.0
     grace_s: float = 5.0
     tls: TlsConfig | None = None
     log_json: bool = True
@@ -130,6 +132,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds the leader lease lives without renewal (renewed every third of it)",
     )
     add(
+        "--leader-grace",
+        type=non_negative_float,
+        default=8.0,
+        help="seconds a new leader keeps nodes the previous snapshot showed healthy up while "
+        "their agents reconnect (longer than the agents' reconnect backoff)",
+    )
+    add(
         "--shutdown-grace",
         type=non_negative_float,
         default=5.0,
@@ -171,6 +180,7 @@ def parse_config(
         rate_update_interval_s=args.rate_update_interval,
         rate_max_keys=args.rate_max_keys,
         leader_lease_ttl_s=args.leader_lease_ttl,
+        leader_grace_s=args.leader_grace,
         grace_s=args.shutdown_grace,
         tls=tls,
         log_json=args.log_format == "json",

@@ -158,7 +158,9 @@ class ControlPlane:
     def _start_loops(self) -> None:
         assert self.leader is not None and self.stores is not None
         cfg, stores = self.config, self.stores
-        publisher = LoadPublisher(stores, self.metrics, self.liveness)
+        publisher = LoadPublisher(
+            stores, self.metrics, self.liveness, grace_ms=round(cfg.leader_grace_s * 1000)
+        )
         tracker = RateTracker(stores, self.metrics, cfg.rate_half_life_s, cfg.rate_max_keys)
         self._tasks.append(asyncio.create_task(self.leader.run(), name="leader"))
         self._spawn(

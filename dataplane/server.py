@@ -84,6 +84,8 @@ class RouterConfig:
     sample_buffer: int = 10_000
     top_keys: int = 4096
     correction_horizon_s: float = 5.0
+    panic_threshold: float = 0.5
+    load_max_age_s: float = 3.0
     startup_timeout_s: float = 3.0
     grace_s: float = 5.0
     decode_nice: int = 10
@@ -111,6 +113,8 @@ class RouterServer:
             top_keys=config.top_keys,
             sampler=self.sampler,
             pool_metrics=self.metrics.for_pool,
+            panic_threshold=config.panic_threshold,
+            load_max_age_s=config.load_max_age_s,
         )
         self.metrics.watch(self.router)
         self.stores: Stores = open_stores(config.redis_url)
