@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import grpc
@@ -24,6 +24,7 @@ from controlplane.agent_sessions import AgentSession, join
 from controlplane.controlplane_metrics import ControlPlaneMetrics
 from controlplane.errors import ShuttingDownError
 from controlplane.nodes import Liveness
+from controlplane.report_checks import NO_RULES, InvalidReportError, ReportRules
 from controlplane.rpc import status_for
 
 log = structlog.get_logger("controlplane.agents")
@@ -42,8 +43,12 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         instance_id: str,
         liveness: Liveness,
         report_interval_ms: int,
+        rules: ReportRules = NO_RULES,
+        identity_of: Callable[[grpc.aio.ServicerContext[Any, Any]], str] = lambda _: "",
     ) -> None:
         self._stores = stores
+        self._rules = rules
+        self._identity_of = identity_of
         self._metrics = metrics
         self._instance_id = instance_id
         self._liveness = liveness
@@ -71,7 +76,11 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         raise ShuttingDownError("control-plane instance is shutting down; reconnect")
 
     async def _handle(
-        self, session: AgentSession | None, report: agent_pb2.NodeReport, stream_id: str
+        self,
+        session: AgentSession | None,
+        report: agent_pb2.NodeReport,
+        stream_id: str,
+        identity: str,
     ) -> tuple[AgentSession, agent_pb2.AgentDirective | None]:
         now = _now_ms()
         if session is None:
@@ -82,8 +91,13 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
                 now_ms=now,
                 liveness=self._liveness,
                 report_interval_ms=self._report_interval_ms,
+                rules=self._rules,
+                identity=identity,
             )
-            log.info("agent joined", pool=session.pool, node=session.node_id, stream=stream_id)
+            log.info(
+                "agent joined",
+                pool=session.pool, node=session.node_id, stream=stream_id, identity=identity,
+            )  # fmt: skip
             return session, session.directive(f"joined pool {session.pool} as {session.node_id}")
         return session, await session.heartbeat(report, now)
 
@@ -95,6 +109,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         stream_id = f"{self._instance_id}/{uuid.uuid4().hex[:12]}"
         session: AgentSession | None = None
         code = "OK"
+        identity = self._identity_of(context)
         self._metrics.agent_streams.inc()
         try:
             reports = aiter(request_iterator)
@@ -104,7 +119,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
                     if report is None:
                         break
                     self._metrics.agent_reports.inc()
-                    session, directive = await self._handle(session, report, stream_id)
+                    session, directive = await self._handle(session, report, stream_id, identity)
                     if directive is not None:
                         yield directive
                     if report.leaving:
@@ -112,7 +127,13 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
                 except Exception as exc:
                     status, message = status_for(exc)
                     code = status.name
-                    log.info("agent stream refused", stream=stream_id, code=code, message=message)
+                    if isinstance(exc, InvalidReportError):
+                        self._metrics.agent_reports_rejected.labels(exc.reason).inc()
+                    log.info(
+                        "agent stream refused",
+                        stream=stream_id, code=code, message=message,
+                        reason=getattr(exc, "reason", None), identity=identity,
+                    )  # fmt: skip
                     await context.abort(status, message)
         finally:
             self._metrics.agent_streams.dec()

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from controlplane.report_checks import parse_networks
 from servekit.flags import (
     add_log_flags,
     add_server_tls_flags,
@@ -46,6 +47,8 @@ class ControlPlaneConfig:
     leader_lease_ttl_s: float = 3.0
     # >= the agents' longest reconnect backoff (5 s) plus a connect: see controlplane/loads.py.
     leader_grace_s: float = 8.0
+    # CIDRs agent-reported engine addresses must lie in; empty: any address (see report_checks).
+    agent_networks: tuple[str, ...] = ()
     grace_s: float = 5.0
     tls: TlsConfig | None = None
     log_json: bool = True
@@ -139,6 +142,12 @@ def build_parser() -> argparse.ArgumentParser:
         "their agents reconnect (longer than the agents' reconnect backoff)",
     )
     add(
+        "--agent-networks",
+        default="",
+        help="comma-separated CIDRs that agent-reported engine addresses must lie in "
+        "(e.g. 10.0.0.0/8,fd00::/8); empty: any address",
+    )
+    add(
         "--shutdown-grace",
         type=non_negative_float,
         default=5.0,
@@ -161,6 +170,11 @@ def parse_config(
         tls = server_tls(args)
     except SettingsError as exc:
         parser.error(str(exc))
+    agent_networks = tuple(n.strip() for n in str(args.agent_networks).split(",") if n.strip())
+    try:
+        parse_networks(agent_networks)
+    except ValueError as exc:
+        parser.error(f"--agent-networks: {exc}")
     metrics_listen = "" if args.metrics_listen in ("", "off") else args.metrics_listen
     host, _, port = metrics_listen.rpartition(":")
     if metrics_listen and not (host and port.isdigit() and int(port) < 65536):
@@ -181,6 +195,7 @@ def parse_config(
         rate_max_keys=args.rate_max_keys,
         leader_lease_ttl_s=args.leader_lease_ttl,
         leader_grace_s=args.leader_grace,
+        agent_networks=agent_networks,
         grace_s=args.shutdown_grace,
         tls=tls,
         log_json=args.log_format == "json",

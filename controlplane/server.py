@@ -38,6 +38,7 @@ from controlplane.loads import LoadPublisher
 from controlplane.node_service import NodeServicer
 from controlplane.nodes import Liveness
 from controlplane.plan_service import PlanServicer
+from controlplane.report_checks import ReportRules, parse_networks
 from servekit.grpc_server import GrpcServer
 from servekit.metrics_endpoint import MetricsEndpoint
 
@@ -127,6 +128,7 @@ class ControlPlane:
             instance_id=self.instance_id,
             liveness=self.liveness,
             report_interval_ms=cfg.report_interval_ms,
+            rules=ReportRules(parse_networks(cfg.agent_networks)),
         )
         agent_pb2_grpc.add_AgentServiceServicer_to_server(self._agents, self.grpc.server)
         admin_pb2_grpc.add_PlanServiceServicer_to_server(

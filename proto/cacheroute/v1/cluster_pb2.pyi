@@ -76,6 +76,7 @@ class NodeRecord(_message.Message):
     ENGINE_KIND_FIELD_NUMBER: _builtins.int
     DIALECT_FIELD_NUMBER: _builtins.int
     REGISTERED_AT_UNIX_MS_FIELD_NUMBER: _builtins.int
+    REGISTERED_BY_FIELD_NUMBER: _builtins.int
     node_id: _builtins.str
     pool: _builtins.str
     address: _builtins.str
@@ -86,6 +87,10 @@ class NodeRecord(_message.Message):
     engine_kind: _agent_pb2.EngineKind.ValueType
     dialect: _agent_pb2.MetricDialect.ValueType
     registered_at_unix_ms: _builtins.int
+    registered_by: _builtins.str
+    """The authenticated agent identity (token name or certificate subject) that registered the
+    node; another identity may not report it. Empty: registered without authentication.
+    """
     def __init__(
         self,
         *,
@@ -98,10 +103,11 @@ class NodeRecord(_message.Message):
         engine_kind: _agent_pb2.EngineKind.ValueType = ...,
         dialect: _agent_pb2.MetricDialect.ValueType = ...,
         registered_at_unix_ms: _builtins.int = ...,
+        registered_by: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["address", b"address", "dialect", b"dialect", "draining", b"draining", "engine_kind", b"engine_kind", "node_id", b"node_id", "pool", b"pool", "registered_at_unix_ms", b"registered_at_unix_ms", "static", b"static", "weight", b"weight"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["address", b"address", "dialect", b"dialect", "draining", b"draining", "engine_kind", b"engine_kind", "node_id", b"node_id", "pool", b"pool", "registered_at_unix_ms", b"registered_at_unix_ms", "registered_by", b"registered_by", "static", b"static", "weight", b"weight"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
