@@ -86,7 +86,12 @@ class LoadWatcher:
     async def sync(self) -> None:
         """Read and apply the stored snapshot of every known pool."""
         for pool in sorted(self._router.pools):
-            snapshot = await self._cluster.get_load(pool)
+            try:
+                snapshot = await self._cluster.get_load(pool)
+            except DecodeError as exc:  # a corrupt record: keep what is held, say so
+                self._metrics.load_update(pool, "rejected")
+                log.warning("stored load snapshot is corrupt", pool=pool, error=str(exc)[:80])
+                continue
             if snapshot is not None:
                 snapshot.pool = snapshot.pool or pool
                 if snapshot.pool == pool:

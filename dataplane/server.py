@@ -86,6 +86,8 @@ class RouterConfig:
     correction_horizon_s: float = 5.0
     panic_threshold: float = 0.5
     load_max_age_s: float = 3.0
+    # Largest request accepted: a 1,000-request batch of full 4 KiB prompts is ~4 MB.
+    max_message_bytes: int = 4 * 1024 * 1024
     startup_timeout_s: float = 3.0
     grace_s: float = 5.0
     decode_nice: int = 10
@@ -118,7 +120,12 @@ class RouterServer:
         )
         self.metrics.watch(self.router)
         self.stores: Stores = open_stores(config.redis_url)
-        self.grpc = GrpcServer(config.listen, service_names=[SERVICE_NAME], tls=config.tls)
+        self.grpc = GrpcServer(
+            config.listen,
+            service_names=[SERVICE_NAME],
+            tls=config.tls,
+            max_message_bytes=config.max_message_bytes,
+        )
         add_to_server(RouterServicer(self.router, self.metrics, config.policy), self.grpc.server)
         self.address = self.grpc.address
         self.tables = TableWatcher(
