@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Coroutine
 from typing import Any, ParamSpec, TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
@@ -22,6 +23,19 @@ T = TypeVar("T")
 # and try again on their next timer tick, so a long blocking retry here would only add latency.
 SOCKET_TIMEOUT_S = 2.0
 CONNECT_TIMEOUT_S = 1.0
+
+
+def redact_url(url: str) -> str:
+    """``url`` with any password replaced by ``***`` (for logs: a Redis URL may carry one)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = f"{user}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
 def connect(url: str) -> aioredis.Redis:

@@ -49,6 +49,8 @@ class ControlPlaneConfig:
     leader_grace_s: float = 8.0
     # CIDRs agent-reported engine addresses must lie in; empty: any address (see report_checks).
     agent_networks: tuple[str, ...] = ()
+    # YAML list of {name, role, sha256|subject}: every RPC then needs a token or known cert.
+    auth_file: Path | None = None
     grace_s: float = 5.0
     tls: TlsConfig | None = None
     log_json: bool = True
@@ -142,6 +144,13 @@ def build_parser() -> argparse.ArgumentParser:
         "their agents reconnect (longer than the agents' reconnect backoff)",
     )
     add(
+        "--auth-file",
+        type=Path,
+        default=None,
+        help="YAML list of clients {name, role: read|write|agent, sha256: hex SHA-256 of the "
+        "bearer token | subject: mTLS certificate name}; every RPC then needs credentials",
+    )
+    add(
         "--agent-networks",
         default="",
         help="comma-separated CIDRs that agent-reported engine addresses must lie in "
@@ -196,6 +205,7 @@ def parse_config(
         leader_lease_ttl_s=args.leader_lease_ttl,
         leader_grace_s=args.leader_grace,
         agent_networks=agent_networks,
+        auth_file=args.auth_file,
         grace_s=args.shutdown_grace,
         tls=tls,
         log_json=args.log_format == "json",

@@ -27,7 +27,9 @@ from cacheroute.v1 import admin_pb2, admin_pb2_grpc, agent_pb2, agent_pb2_grpc
 from cacheroute_state import Stores, open_stores
 from cacheroute_state.embedded import EmbeddedRedis
 from cacheroute_state.interfaces import StoreUnavailableError
+from cacheroute_state.redis_base import redact_url
 from controlplane.agent_service import AgentServicer
+from controlplane.auth import AuthInterceptor, caller_name, load_auth_file
 from controlplane.config import ControlPlaneConfig
 from controlplane.controlplane_metrics import ControlPlaneMetrics
 from controlplane.errors import PreconditionError
@@ -114,14 +116,25 @@ class ControlPlane:
             self.redis_url = self.embedded.url
             log.info(
                 "started embedded redis",
-                redis_url=self.redis_url,
+                redis_url=redact_url(self.redis_url),
                 data_dir=str(cfg.redis_data_dir) if cfg.redis_data_dir else None,
             )
         stores = self.stores = open_stores(self.redis_url)
         self.leader = LeaderElector(
             stores.leases, self.instance_id, ttl_s=cfg.leader_lease_ttl_s, metrics=self.metrics
         )
-        self.grpc = GrpcServer(cfg.listen, service_names=SERVICE_NAMES, tls=cfg.tls)
+        interceptors = []
+        if cfg.auth_file is not None:
+            table = load_auth_file(cfg.auth_file)
+            interceptors.append(AuthInterceptor(table, self._auth_refused))
+            log.info(
+                "authentication on",
+                auth_file=str(cfg.auth_file), tokens=len(table.by_hash),
+                subjects=len(table.by_subject),
+            )  # fmt: skip
+        self.grpc = GrpcServer(
+            cfg.listen, service_names=SERVICE_NAMES, tls=cfg.tls, interceptors=interceptors
+        )
         self._agents = AgentServicer(
             stores,
             self.metrics,
@@ -129,6 +142,7 @@ class ControlPlane:
             liveness=self.liveness,
             report_interval_ms=cfg.report_interval_ms,
             rules=ReportRules(parse_networks(cfg.agent_networks)),
+            identity_of=lambda _context: caller_name(),
         )
         agent_pb2_grpc.add_AgentServiceServicer_to_server(self._agents, self.grpc.server)
         admin_pb2_grpc.add_PlanServiceServicer_to_server(
@@ -153,9 +167,12 @@ class ControlPlane:
             "control plane serving",
             listen=self.address,
             instance=self.instance_id,
-            redis_url=self.redis_url,
+            redis_url=redact_url(self.redis_url),
             metrics=self.metrics_endpoint.url if self.metrics_endpoint else None,
         )
+
+    def _auth_refused(self, method: str, code: str) -> None:
+        self.metrics.auth_refusals.labels(method.rsplit("/", 1)[-1], code).inc()
 
     def _start_loops(self) -> None:
         assert self.leader is not None and self.stores is not None

@@ -82,3 +82,45 @@ async def test_killing_the_leader_with_agents_pinned_to_it_fails_no_route_call(
 
 async def _async(value: bool) -> bool:
     return value
+
+
+async def test_agents_given_every_address_follow_to_the_survivor_and_no_node_goes_down(
+    tmp_path: Path,
+) -> None:
+    redis = EmbeddedRedis().start()
+    fleet = Fleet(tmp_path / "logs")
+    try:
+        cp1 = fleet.controlplane("cp-1", redis.url, *CP_FLAGS)
+        address1 = (await cp1.logged("control plane serving", "listen"))[0]
+        await cp1.logged("became leader", "instance")
+        cp2 = fleet.controlplane("cp-2", redis.url, *CP_FLAGS)
+        address2 = (await cp2.logged("control plane serving", "listen"))[0]
+        engines = fleet.engines("engines", 4)
+        urls = await engines.logged("engine serving", "url", 4)
+        nodes = {f"sim-{i}": url for i, url in enumerate(urls)}
+        # the dead leader first: every agent starts on it
+        agents = fleet.agents("agents", f"{address1},{address2}", nodes)
+        router = fleet.router("router", redis.url)
+        router_address = (await router.logged("router serving", "address"))[0]
+
+        async def all_healthy() -> bool:
+            statuses = await list_nodes(address2)
+            return len(statuses) == 4 and all(s.load.healthy for s in statuses)
+
+        await until(all_healthy, 30, "four healthy nodes")
+        probe = RouteProbe(router_address).start()
+        cp1.signal(signal.SIGKILL)
+        killed_at = time.time()
+        worst = 4
+        while time.time() < killed_at + 8.0:  # takeover (~1.3 s) + the grace (4 s) + margin
+            statuses = await list_nodes(address2)
+            worst = min(worst, sum(1 for s in statuses if s.load.healthy))
+            await asyncio.sleep(0.1)
+        await probe.stop()
+        assert worst == 4  # the agents moved to cp-2 within the new leader's grace
+        assert probe.failures() == []
+        rejoined = [e for e in agents.events("controlplane_stream_lost")]
+        assert len(rejoined) >= 4  # each agent noticed the loss and moved on
+    finally:
+        fleet.stop()
+        redis.stop()
