@@ -16,8 +16,9 @@ from typing import Any
 
 import grpc
 import structlog
+from google.protobuf.message import DecodeError
 
-from cacheroute.v1 import agent_pb2, agent_pb2_grpc
+from cacheroute.v1 import agent_pb2
 from cacheroute_state import Stores
 from cacheroute_state.interfaces import StoreError
 from controlplane.agent_sessions import AgentSession, join
@@ -34,7 +35,7 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
+class AgentServicer:
     def __init__(
         self,
         stores: Stores,
@@ -59,10 +60,9 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         """End every open stream (this instance is stopping)."""
         self._closing.set()
 
-    async def _next_report(
-        self, reports: AsyncIterator[agent_pb2.NodeReport]
-    ) -> agent_pb2.NodeReport | None:
-        """The next report, None at the stream's end; ShuttingDownError once close() was called."""
+    async def _next_report(self, reports: AsyncIterator[bytes]) -> agent_pb2.NodeReport | None:
+        """The next report, None at the stream's end; ShuttingDownError once close() was called;
+        ValueError (INVALID_ARGUMENT) for bytes that are not a NodeReport."""
         read = asyncio.ensure_future(anext(reports, None))
         closing = asyncio.ensure_future(self._closing.wait())
         try:
@@ -72,7 +72,13 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
             if not read.done():
                 read.cancel()
         if read.done() and not read.cancelled():
-            return read.result()
+            data = read.result()
+            if data is None:
+                return None
+            try:
+                return agent_pb2.NodeReport.FromString(data)
+            except DecodeError as exc:
+                raise ValueError(f"malformed NodeReport ({len(data)} bytes): {exc}") from None
         raise ShuttingDownError("control-plane instance is shutting down; reconnect")
 
     async def _handle(
@@ -103,7 +109,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
 
     async def Connect(  # noqa: N802 - the gRPC method name
         self,
-        request_iterator: AsyncIterator[agent_pb2.NodeReport],
+        request_iterator: AsyncIterator[bytes],
         context: grpc.aio.ServicerContext[Any, Any],
     ) -> AsyncIterator[agent_pb2.AgentDirective]:
         stream_id = f"{self._instance_id}/{uuid.uuid4().hex[:12]}"
@@ -142,3 +148,21 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
                 with contextlib.suppress(StoreError):
                     await asyncio.shield(session.leave(_now_ms()))
                 log.info("agent left", pool=session.pool, node=session.node_id, stream=stream_id)
+
+
+def add_to_server(servicer: AgentServicer, server: grpc.aio.Server) -> None:
+    """Register ``AgentService`` with reports parsed in the servicer (not by gRPC's
+    deserializer, which answers malformed bytes with INTERNAL and a traceback)."""
+    handler = grpc.stream_stream_rpc_method_handler(
+        servicer.Connect,
+        request_deserializer=_identity,
+        response_serializer=agent_pb2.AgentDirective.SerializeToString,
+    )
+    service = agent_pb2.DESCRIPTOR.services_by_name["AgentService"].full_name
+    handlers = {"Connect": handler}
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service, handlers),))
+    server.add_registered_method_handlers(service, handlers)
+
+
+def _identity(data: bytes) -> bytes:
+    return data

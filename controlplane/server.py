@@ -23,12 +23,13 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 
-from cacheroute.v1 import admin_pb2, admin_pb2_grpc, agent_pb2, agent_pb2_grpc
+from cacheroute.v1 import admin_pb2, admin_pb2_grpc, agent_pb2
 from cacheroute_state import Stores, open_stores
 from cacheroute_state.embedded import EmbeddedRedis
 from cacheroute_state.interfaces import StoreUnavailableError
 from cacheroute_state.redis_base import redact_url
 from controlplane.agent_service import AgentServicer
+from controlplane.agent_service import add_to_server as add_agent_service
 from controlplane.auth import AuthInterceptor, caller_name, load_auth_file
 from controlplane.config import ControlPlaneConfig
 from controlplane.controlplane_metrics import ControlPlaneMetrics
@@ -144,7 +145,7 @@ class ControlPlane:
             rules=ReportRules(parse_networks(cfg.agent_networks)),
             identity_of=lambda _context: caller_name(),
         )
-        agent_pb2_grpc.add_AgentServiceServicer_to_server(self._agents, self.grpc.server)
+        add_agent_service(self._agents, self.grpc.server)
         admin_pb2_grpc.add_PlanServiceServicer_to_server(
             PlanServicer(
                 stores,
