@@ -12,8 +12,8 @@ from cacheroute_state import schema
 from cacheroute_state.interfaces import ClusterStore, LeaseStore, ReportRecord, TelemetryStore
 from cacheroute_state.redis_base import blob, text, unavailable_on_redis_error
 
-TRAFFIC_MAXLEN = 10_000
-TRACE_MAXLEN = 100_000
+TRAFFIC_MAXLEN = schema.TRAFFIC_MAXLEN
+TRACE_MAXLEN = schema.TRACE_MAXLEN
 
 _RENEW_LEASE = """
 local holder = redis.call('GET', KEYS[1])

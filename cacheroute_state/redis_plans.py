@@ -16,8 +16,8 @@ from cacheroute_state.interfaces import (
 )
 from cacheroute_state.redis_base import blob, text, unavailable_on_redis_error
 
-AUDIT_MAXLEN = 10_000
-PREVIOUS_KEPT = 100
+AUDIT_MAXLEN = schema.AUDIT_MAXLEN
+PREVIOUS_KEPT = schema.PREVIOUS_KEPT
 
 # KEYS: plan, meta, plans-zset. ARGV: table bytes, meta bytes, created_at ms, version.
 # Returns nil when stored, else the already stored metadata.

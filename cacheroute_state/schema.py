@@ -33,6 +33,12 @@ Pub/sub channels (hints only; readers re-read the keys): ``cr:{pool}:hint:table`
 from __future__ import annotations
 
 POOLS_KEY = "cr:pools"
+
+# How much of each log is kept (Redis trims its streams approximately, "≈").
+AUDIT_MAXLEN = 10_000
+PREVIOUS_KEPT = 100
+TRAFFIC_MAXLEN = 10_000
+TRACE_MAXLEN = 100_000
 POOLS_CHANNEL = "cr:hint:pools"
 
 

@@ -11,7 +11,7 @@ from cacheroute.v1 import admin_pb2, admin_pb2_grpc, cluster_pb2
 from cacheroute_state import Stores
 from controlplane.controlplane_metrics import ControlPlaneMetrics
 from controlplane.nodes import Liveness, add_static_node, list_statuses, remove_node, set_draining
-from controlplane.rpc import actor_of, handle
+from controlplane.rpc import actor_of, rpc
 
 Context = grpc.aio.ServicerContext[Any, Any]
 
@@ -26,66 +26,51 @@ class NodeServicer(admin_pb2_grpc.NodeServiceServicer):
         self._metrics = metrics
         self._liveness = liveness
 
+    @rpc
     async def AddNode(  # noqa: N802
         self, request: admin_pb2.AddNodeRequest, context: Context
     ) -> cluster_pb2.NodeRecord:
-        actor = actor_of(request.actor, context)
-        return await handle(
-            self._metrics,
-            "AddNode",
-            context,
-            lambda: add_static_node(
-                self._stores,
-                pool=request.pool,
-                node_id=request.node_id,
-                address=request.address,
-                weight=request.weight,
-                actor=actor,
-                now_ms=_now_ms(),
-                liveness=self._liveness,
-            ),
+        return await add_static_node(
+            self._stores,
+            pool=request.pool,
+            node_id=request.node_id,
+            address=request.address,
+            weight=request.weight,
+            actor=actor_of(request.actor, context),
+            now_ms=_now_ms(),
+            liveness=self._liveness,
         )
 
-    async def _remove(
-        self, request: admin_pb2.RemoveNodeRequest, actor: str
-    ) -> admin_pb2.RemoveNodeResponse:
-        removed = await remove_node(
-            self._stores, pool=request.pool, node_id=request.node_id, actor=actor, now_ms=_now_ms()
-        )
-        return admin_pb2.RemoveNodeResponse(removed=removed)
-
+    @rpc
     async def RemoveNode(  # noqa: N802
         self, request: admin_pb2.RemoveNodeRequest, context: Context
     ) -> admin_pb2.RemoveNodeResponse:
-        actor = actor_of(request.actor, context)
-        return await handle(
-            self._metrics, "RemoveNode", context, lambda: self._remove(request, actor)
+        removed = await remove_node(
+            self._stores,
+            pool=request.pool,
+            node_id=request.node_id,
+            actor=actor_of(request.actor, context),
+            now_ms=_now_ms(),
         )
+        return admin_pb2.RemoveNodeResponse(removed=removed)
 
-    async def _list(self, request: admin_pb2.ListNodesRequest) -> admin_pb2.ListNodesResponse:
-        statuses = await list_statuses(self._stores, request.pool, _now_ms(), self._liveness)
-        return admin_pb2.ListNodesResponse(nodes=statuses)
-
+    @rpc
     async def ListNodes(  # noqa: N802
         self, request: admin_pb2.ListNodesRequest, context: Context
     ) -> admin_pb2.ListNodesResponse:
-        return await handle(self._metrics, "ListNodes", context, lambda: self._list(request))
+        statuses = await list_statuses(self._stores, request.pool, _now_ms(), self._liveness)
+        return admin_pb2.ListNodesResponse(nodes=statuses)
 
+    @rpc
     async def SetDraining(  # noqa: N802
         self, request: admin_pb2.SetDrainingRequest, context: Context
     ) -> admin_pb2.NodeStatus:
-        actor = actor_of(request.actor, context)
-        return await handle(
-            self._metrics,
-            "SetDraining",
-            context,
-            lambda: set_draining(
-                self._stores,
-                pool=request.pool,
-                node_id=request.node_id,
-                draining=request.draining,
-                actor=actor,
-                now_ms=_now_ms(),
-                liveness=self._liveness,
-            ),
+        return await set_draining(
+            self._stores,
+            pool=request.pool,
+            node_id=request.node_id,
+            draining=request.draining,
+            actor=actor_of(request.actor, context),
+            now_ms=_now_ms(),
+            liveness=self._liveness,
         )

@@ -16,7 +16,7 @@ from controlplane.live_plan import BuildRequest, PlanDefaults, build_live_plan
 from controlplane.nodes import Liveness
 from controlplane.plan_diff import diff_plans
 from controlplane.plans import get_plan, import_plan, list_plans, read_plan, rollback, rollout
-from controlplane.rpc import actor_of, handle
+from controlplane.rpc import actor_of, rpc
 from controlplane.status import cluster_status
 from dataplane.core.table_codec import decode_table
 
@@ -26,6 +26,13 @@ DEFAULT_MOVES = 20
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def _expected_generation(
+    request: admin_pb2.RolloutRequest | admin_pb2.RollbackRequest,
+) -> int | None:
+    """The generation the caller saw, None when it named none (rollout and rollback alike)."""
+    return request.expected_generation if request.HasField("expected_generation") else None
 
 
 class PlanServicer(admin_pb2_grpc.PlanServiceServicer):
@@ -44,6 +51,7 @@ class PlanServicer(admin_pb2_grpc.PlanServiceServicer):
         self._liveness = liveness
         self._instance_id = instance_id
 
+    @rpc
     async def BuildPlan(  # noqa: N802
         self, request: admin_pb2.BuildPlanRequest, context: Context
     ) -> admin_pb2.PlanSummary:
@@ -55,73 +63,57 @@ class PlanServicer(admin_pb2_grpc.PlanServiceServicer):
             actor=actor_of(request.actor, context),
             note=request.note,
         )
-        return await handle(
-            self._metrics,
-            "BuildPlan",
-            context,
-            lambda: build_live_plan(
-                self._stores,
-                build,
-                defaults=self._defaults,
-                liveness=self._liveness,
-                metrics=self._metrics,
-                trigger="rpc",
-                now_ms=_now_ms(),
-            ),
+        return await build_live_plan(
+            self._stores,
+            build,
+            defaults=self._defaults,
+            liveness=self._liveness,
+            metrics=self._metrics,
+            trigger="rpc",
+            now_ms=_now_ms(),
         )
 
+    @rpc
     async def ImportPlan(  # noqa: N802
         self, request: admin_pb2.ImportPlanRequest, context: Context
     ) -> admin_pb2.PlanSummary:
         actor = actor_of(request.actor, context)
-        return await handle(
-            self._metrics,
-            "ImportPlan",
-            context,
-            lambda: import_plan(
-                self._stores, request.table, actor=actor, note=request.note, now_ms=_now_ms()
-            ),
+        return await import_plan(
+            self._stores, request.table, actor=actor, note=request.note, now_ms=_now_ms()
         )
 
+    @rpc
     async def ListPlans(  # noqa: N802
         self, request: admin_pb2.ListPlansRequest, context: Context
     ) -> admin_pb2.ListPlansResponse:
-        return await handle(
-            self._metrics,
-            "ListPlans",
-            context,
-            lambda: list_plans(self._stores, request.pool, request.limit),
-        )
+        return await list_plans(self._stores, request.pool, request.limit)
 
+    @rpc
     async def GetPlan(  # noqa: N802
         self, request: admin_pb2.GetPlanRequest, context: Context
     ) -> admin_pb2.GetPlanResponse:
-        return await handle(
-            self._metrics,
-            "GetPlan",
-            context,
-            lambda: get_plan(
-                self._stores,
-                request.pool,
-                request.version,
-                top_keys=request.top_keys,
-                include_table=request.include_table,
-            ),
+        return await get_plan(
+            self._stores,
+            request.pool,
+            request.version,
+            top_keys=request.top_keys,
+            include_table=request.include_table,
         )
 
-    async def _diff(self, request: admin_pb2.DiffPlansRequest) -> admin_pb2.PlanDiff:
+    @rpc
+    async def DiffPlans(  # noqa: N802
+        self, request: admin_pb2.DiffPlansRequest, context: Context
+    ) -> admin_pb2.PlanDiff:
         _, old_bytes = await read_plan(self._stores, request.pool, request.from_version)
         _, new_bytes = await read_plan(self._stores, request.pool, request.to_version)
         old = await asyncio.to_thread(decode_table, old_bytes, verify_hash=False)
         new = await asyncio.to_thread(decode_table, new_bytes, verify_hash=False)
         return await asyncio.to_thread(diff_plans, old, new, request.limit or DEFAULT_MOVES)
 
-    async def DiffPlans(  # noqa: N802
-        self, request: admin_pb2.DiffPlansRequest, context: Context
-    ) -> admin_pb2.PlanDiff:
-        return await handle(self._metrics, "DiffPlans", context, lambda: self._diff(request))
-
-    async def _shadow(self, request: admin_pb2.ShadowPlanRequest) -> table_pb2.ShadowVerdict:
+    @rpc
+    async def ShadowPlan(  # noqa: N802
+        self, request: admin_pb2.ShadowPlanRequest, context: Context
+    ) -> table_pb2.ShadowVerdict:
         await read_plan(self._stores, request.pool, request.version)
         raise NotBuiltError(
             "shadow replay is not built yet: the shadow-replay gate (replaying a candidate plan "
@@ -129,61 +121,40 @@ class PlanServicer(admin_pb2_grpc.PlanServiceServicer):
             "`cachectl plan show` and `plan diff` before a rollout"
         )
 
-    async def ShadowPlan(  # noqa: N802
-        self, request: admin_pb2.ShadowPlanRequest, context: Context
-    ) -> table_pb2.ShadowVerdict:
-        return await handle(self._metrics, "ShadowPlan", context, lambda: self._shadow(request))
-
+    @rpc
     async def Rollout(  # noqa: N802
         self, request: admin_pb2.RolloutRequest, context: Context
     ) -> cluster_pb2.ActivePointer:
-        expected = request.expected_generation if request.HasField("expected_generation") else None
-        actor = actor_of(request.actor, context)
-        return await handle(
-            self._metrics,
-            "Rollout",
-            context,
-            lambda: rollout(
-                self._stores,
-                request.pool,
-                request.version,
-                expected,
-                actor=actor,
-                reason=request.reason,
-            ),
+        return await rollout(
+            self._stores,
+            request.pool,
+            request.version,
+            _expected_generation(request),
+            actor=actor_of(request.actor, context),
+            reason=request.reason,
         )
 
+    @rpc
     async def Rollback(  # noqa: N802
         self, request: admin_pb2.RollbackRequest, context: Context
     ) -> cluster_pb2.ActivePointer:
-        expected = request.expected_generation if request.HasField("expected_generation") else None
-        actor = actor_of(request.actor, context)
-        return await handle(
-            self._metrics,
-            "Rollback",
-            context,
-            lambda: rollback(
-                self._stores,
-                request.pool,
-                request.to_version,
-                expected,
-                actor=actor,
-                reason=request.reason,
-            ),
+        return await rollback(
+            self._stores,
+            request.pool,
+            request.to_version,
+            _expected_generation(request),
+            actor=actor_of(request.actor, context),
+            reason=request.reason,
         )
 
+    @rpc
     async def GetStatus(  # noqa: N802
         self, request: admin_pb2.GetStatusRequest, context: Context
     ) -> admin_pb2.ClusterStatus:
-        return await handle(
-            self._metrics,
-            "GetStatus",
-            context,
-            lambda: cluster_status(
-                self._stores,
-                request.pool,
-                now_ms=_now_ms(),
-                liveness=self._liveness,
-                instance_id=self._instance_id,
-            ),
+        return await cluster_status(
+            self._stores,
+            request.pool,
+            now_ms=_now_ms(),
+            liveness=self._liveness,
+            instance_id=self._instance_id,
         )

@@ -1,9 +1,20 @@
-"""Thin-servicer plumbing: run a plain function, count the RPC, map domain errors to statuses."""
+"""Thin-servicer plumbing: run a plain function, count the RPC, map domain errors to statuses.
+
+A unary admin RPC is written once, as what it does::
+
+    @rpc
+    async def ListPlans(self, request, context):  # noqa: N802
+        return await list_plans(self._stores, request.pool, request.limit)
+
+:func:`rpc` counts it under its method name in ``controlplane_rpcs_total`` and turns a domain
+error into the status of :func:`status_for` (the servicer needs a ``_metrics`` attribute).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
+import functools
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, Protocol, TypeVar
 
 import grpc
 import structlog
@@ -26,6 +37,8 @@ from controlplane.errors import (
 )
 
 T = TypeVar("T")
+Req = TypeVar("Req")
+Context = grpc.aio.ServicerContext[Any, Any]
 log = structlog.get_logger("controlplane.rpc")
 
 _CODES: tuple[tuple[type[BaseException], grpc.StatusCode], ...] = (
@@ -70,6 +83,28 @@ async def handle(
         await context.abort(code, message)
     metrics.rpcs.labels(method, "OK").inc()
     return result
+
+
+class Metered(Protocol):
+    """A servicer that counts its RPCs."""
+
+    _metrics: ControlPlaneMetrics
+
+
+S = TypeVar("S", bound=Metered)
+
+
+def rpc(
+    method: Callable[[S, Req, Context], Awaitable[T]],
+) -> Callable[[S, Req, Context], Coroutine[Any, Any, T]]:
+    """A unary servicer method, counted and error-mapped by :func:`handle` under its own name."""
+    name = method.__name__
+
+    @functools.wraps(method)
+    async def counted(self: S, request: Req, context: Context) -> T:
+        return await handle(self._metrics, name, context, lambda: method(self, request, context))
+
+    return counted
 
 
 def actor_of(requested: str, context: grpc.aio.ServicerContext[object, object]) -> str:

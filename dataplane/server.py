@@ -33,7 +33,6 @@ import structlog
 from cacheroute.v1 import routing_pb2
 from cacheroute_state import Stores, open_stores
 from cacheroute_state.interfaces import StoreUnavailableError
-from cacheroute_state.redis_table_fetch import ChunkedTableFetcher
 from dataplane.core.router import Router
 from dataplane.load_watcher import LoadWatcher
 from dataplane.router_metrics import RouterMetrics
@@ -137,7 +136,7 @@ class RouterServer:
             listen_address=self.address,
             interval_s=config.table_interval_s,
             ack_interval_s=config.ack_interval_s,
-            fetch=ChunkedTableFetcher(self.stores.client),
+            fetch=self.stores.fetch_table,
             decode_nice=config.decode_nice,
         )
         self.loads = LoadWatcher(

@@ -78,7 +78,7 @@ class RouterServicer:
             outcome = self._router.route(inp, time.time())
         except (InvalidRequestError, MalformedRequestError, RouteError) as exc:
             await self._abort(context, exc)
-        return self._encoder.encode(*outcome, inp.key_hash, inp.key, inp.request_id)
+        return self._encoder.encode_outcome(outcome, inp.key_hash, inp.key, inp.request_id)
 
     async def RouteBatch(  # noqa: N802 - the gRPC method name
         self, data: bytes, context: _Context
@@ -92,9 +92,9 @@ class RouterServicer:
             outcomes = self._router.route_batch(inputs, time.time())
         except (InvalidRequestError, MalformedRequestError, RouteError) as exc:
             await self._abort(context, exc)
-        encode = self._encoder.encode
+        encode = self._encoder.encode_outcome
         return batch_response(
-            encode(*outcome, inp.key_hash, inp.key, inp.request_id)
+            encode(outcome, inp.key_hash, inp.key, inp.request_id)
             for inp, outcome in zip(inputs, outcomes, strict=True)
         )
 

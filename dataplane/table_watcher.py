@@ -230,9 +230,10 @@ class TableWatcher:
             self._ack(pointer, accepted=False, reason=str(exc))
             return
         previous = [self._router.install_table(pool, table, pointer.generation)]
-        await self._off_loop(previous.clear)  # free the old arrays off the serving thread
+        # Counted with the swap, before the next await: whoever sees the new table sees the count.
         self._rejected.pop(pool, None)
         self._metrics.table_update(pool, "applied")
+        await self._off_loop(previous.clear)  # free the old arrays off the serving thread
         log.info(
             "table applied", pool=pool, version=table.version, generation=pointer.generation,
             keys=table.num_keys, decode_ms=round((time.perf_counter() - started) * 1000, 1),

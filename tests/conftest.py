@@ -1,14 +1,16 @@
-"""Shared fixtures: the trace folder, and a real redis-server on a free loopback port."""
+"""Shared fixtures: the trace folder, a real redis-server on a free loopback port, and the
+in-memory state twin (``memory_url``, ``memory_stores``) for logic that does not need Redis."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 import redis
 
-from cacheroute_state import Stores, open_stores
+from cacheroute_state import Stores, memory, open_stores
 from cacheroute_state.embedded import EmbeddedRedis
 
 TRACES = Path(__file__).resolve().parent.parent.parent / "shared" / "traces"
@@ -41,5 +43,38 @@ def redis_url(redis_server: EmbeddedRedis) -> str:
 @pytest.fixture
 async def stores(redis_url: str) -> AsyncIterator[Stores]:
     opened = open_stores(redis_url)
+    yield opened
+    await opened.close()
+
+
+@pytest.fixture
+def memory_url() -> Iterator[str]:
+    """A fresh in-memory state (``memory://...``), shared by everything opened on it in-process."""
+    url = f"{memory.SCHEME}test-{uuid.uuid4().hex}"
+    yield url
+    memory.forget(url)
+
+
+@pytest.fixture
+def memory_stores(memory_url: str) -> Stores:
+    """The stores of ``memory_url``."""
+    return open_stores(memory_url)
+
+
+@pytest.fixture
+def state_url(request: pytest.FixtureRequest) -> str:
+    """Where a twin-backed test's state lives: ``memory://...`` unless the test is marked
+    ``@on_redis`` (:mod:`tests.support.state`), then the session's real Redis."""
+    if getattr(request, "param", "memory") == "redis":
+        url: str = request.getfixturevalue("redis_url")
+        return url
+    url = request.getfixturevalue("memory_url")
+    return url
+
+
+@pytest.fixture
+async def state_stores(state_url: str) -> AsyncIterator[Stores]:
+    """The stores of ``state_url``."""
+    opened = open_stores(state_url)
     yield opened
     await opened.close()

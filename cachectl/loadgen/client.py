@@ -30,7 +30,7 @@ REASON_NAMES = {
 _JSON = {"Content-Type": "application/json"}
 
 
-def _engine_error(exc: BaseException) -> str:
+def engine_error(exc: BaseException) -> str:
     if isinstance(exc, aiohttp.ClientConnectorError):
         return "engine:connect"
     # A reset connection (ECONNRESET from a killed engine) is a plain ClientOSError: the
@@ -149,7 +149,7 @@ class LoadClient:
         except TimeoutError:
             outcome.error = "timeout"
         except (aiohttp.ClientError, OSError) as exc:
-            outcome.error = _engine_error(exc)
+            outcome.error = engine_error(exc)
 
     async def _read_stream(self, response: aiohttp.ClientResponse, outcome: Outcome) -> None:
         async for raw in response.content:

@@ -88,6 +88,25 @@ class DecisionEncoder:
             return prefix + keyed + string_field(_REQUEST_ID_TAG, request_id)
         return prefix + keyed
 
+    def encode_outcome(
+        self,
+        outcome: tuple[str, str, Reason, str, int],
+        key_hash: int,
+        key: str,
+        request_id: str,
+    ) -> bytes:
+        """:meth:`encode` of an outcome ``(node_id, address, reason, version, generation)`` as
+        one tuple (the router's ``Outcome``): the tuple is the cache key as it comes."""
+        prefix = self._prefixes.get(outcome)
+        if prefix is None:
+            prefix = self._prefix(outcome)
+        keyed = self._keys.get(key)
+        if keyed is None:
+            keyed = self._keyed(key, key_hash)
+        if request_id:
+            return prefix + keyed + string_field(_REQUEST_ID_TAG, request_id)
+        return prefix + keyed
+
     def _keyed(self, key: str, key_hash: int) -> bytes:
         keyed = string_field(_KEY_TAG, key)
         if key_hash:
@@ -99,6 +118,7 @@ class DecisionEncoder:
 
     def _prefix(self, shared: tuple[str, str, Reason, str, int]) -> bytes:
         node_id, address, reason, version, generation = shared
+        shared = (node_id, address, reason, version, generation)  # a plain tuple as the key
         prefix = routing_pb2.RouteDecision(
             node_id=node_id,
             address=address,

@@ -113,6 +113,7 @@ class KeyHashes:
 
 
 _KEY_HASHES = KeyHashes()
+_new = tuple.__new__  # RouteInput(...) without the NamedTuple constructor's frame (hot path)
 
 
 def parse_request(
@@ -143,7 +144,7 @@ def parse_request(
             )
         key = derive_key(message.model, message.cache_salt, prompt)
         key_hash = hash_key(key)
-    return RouteInput(pool, key, key_hash, message.request_id, message)
+    return _new(RouteInput, (pool, key, key_hash, message.request_id, message))
 
 
 def _too_long(message: routing_pb2.RouteRequest) -> NoReturn:

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
+import struct
 import sys
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
+import aiohttp
 import pytest
 
-from cachectl.loadgen.client import LoadClient
+from cachectl.loadgen.client import LoadClient, engine_error
 from cachectl.loadgen.progress import ProgressLine
 from cachectl.loadgen.results import summarize
 from cachectl.loadgen.runner import replay
@@ -198,3 +201,28 @@ async def test_the_load_command_prints_one_json_object(redis_url: str, stores: S
         qps=20, duration_s=1.5, seed=1
     )
     assert doc["requests"] == sum(1 for q in stream if q.arrival_s >= 0.5)
+
+
+async def test_an_engine_that_resets_the_connection_mid_request_counts_as_disconnected() -> None:
+    """A killed engine's kernel answers with RST: aiohttp raises a plain ClientOSError."""
+
+    async def reset_after_headers(
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        linger_zero = struct.pack("ii", 1, 0)  # close() then sends RST instead of FIN
+        writer.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, linger_zero)
+        writer.close()
+
+    server = await asyncio.start_server(reset_after_headers, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        async with aiohttp.ClientSession() as session:
+            with pytest.raises(aiohttp.ClientError) as caught:
+                async with session.post(f"http://127.0.0.1:{port}/v1/completions", json={}) as r:
+                    await r.read()
+    finally:
+        server.close()
+        await server.wait_closed()
+    assert type(caught.value) is aiohttp.ClientOSError
+    assert engine_error(caught.value) == "engine:disconnected"

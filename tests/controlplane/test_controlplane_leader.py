@@ -12,8 +12,13 @@ from controlplane.controlplane_metrics import ControlPlaneMetrics
 from controlplane.leader import LeaderElector
 from controlplane.server import ControlPlane
 from tests.support.controlplane import eventually, fast_config
+from tests.support.state import on_redis
 
-pytestmark = pytest.mark.redis
+
+@pytest.fixture
+def stores(state_stores: Stores) -> Stores:
+    """This module's logic runs on the in-memory state twin; ``@on_redis`` tests on real Redis."""
+    return state_stores
 
 
 def elector(stores: Stores, name: str, ttl_s: float = 0.5) -> LeaderElector:
@@ -46,11 +51,12 @@ async def test_release_hands_over_at_once_and_a_new_term_starts(stores: Stores) 
 
 
 @pytest.mark.grpc
+@on_redis
 async def test_two_instances_one_leads_and_the_other_takes_over(
-    redis_url: str, stores: Stores
+    state_url: str, stores: Stores
 ) -> None:
-    first = ControlPlane(fast_config(redis_url, instance_id="cp-1"))
-    second = ControlPlane(fast_config(redis_url, instance_id="cp-2"))
+    first = ControlPlane(fast_config(state_url, instance_id="cp-1"))
+    second = ControlPlane(fast_config(state_url, instance_id="cp-2"))
     await first.start()
     await second.start()
     try:

@@ -15,18 +15,24 @@ from controlplane.loads import LoadPublisher, observed_at
 from controlplane.nodes import Liveness
 from tests.support.controlplane import StubAgent, clients, eventually, fast_config, report
 from tests.support.controlplane import running as running_plane
+from tests.support.state import on_redis
+
+
+@pytest.fixture
+def stores(state_stores: Stores) -> Stores:
+    """This module's logic runs on the in-memory state twin; ``@on_redis`` tests on real Redis."""
+    return state_stores
 
 
 def by_node(snapshot: cluster_pb2.LoadSnapshot) -> dict[str, cluster_pb2.NodeLoad]:
     return {n.node_id: n for n in snapshot.nodes}
 
 
-@pytest.mark.redis
 @pytest.mark.grpc
 async def test_snapshot_carries_agent_loads_static_nodes_and_drain(
-    redis_url: str, stores: Stores
+    state_url: str, stores: Stores
 ) -> None:
-    async with running_plane(fast_config(redis_url)) as plane, clients(plane.address) as c:
+    async with running_plane(fast_config(state_url)) as plane, clients(plane.address) as c:
         a, b = StubAgent(c.agents), StubAgent(c.agents)
         await a.send(report("gpu-a", running=2, waiting=3, interval_ms=60_000))
         await b.send(report("gpu-b", running=1, healthy=False, interval_ms=60_000))
@@ -54,10 +60,10 @@ async def test_snapshot_carries_agent_loads_static_nodes_and_drain(
         await b.close()
 
 
-@pytest.mark.redis
 @pytest.mark.grpc
+@on_redis
 async def test_snapshots_reach_the_load_hint_several_times_a_second(
-    redis_url: str, stores: Stores
+    state_url: str, stores: Stores
 ) -> None:
     hints: list[Hint] = []
     ready = asyncio.Event()
@@ -73,7 +79,7 @@ async def test_snapshots_reach_the_load_hint_several_times_a_second(
 
     listener = asyncio.create_task(listen())
     await asyncio.wait_for(ready.wait(), 5)
-    async with running_plane(fast_config(redis_url)) as plane, clients(plane.address) as c:
+    async with running_plane(fast_config(state_url)) as plane, clients(plane.address) as c:
         await c.nodes.AddNode(admin_pb2.AddNodeRequest(node_id="s1", address="h:1"))
         await asyncio.wait_for(listener, 5)
     snapshots = [cluster_pb2.LoadSnapshot.FromString(h.payload) for h in hints]
@@ -83,11 +89,10 @@ async def test_snapshots_reach_the_load_hint_several_times_a_second(
     assert by_node(snapshots[-1])["s1"].healthy
 
 
-@pytest.mark.redis
 @pytest.mark.grpc
-async def test_seq_keeps_growing_across_a_new_leader(redis_url: str, stores: Stores) -> None:
+async def test_seq_keeps_growing_across_a_new_leader(state_url: str, stores: Stores) -> None:
     await stores.plans.add_pool("default")
-    async with running_plane(fast_config(redis_url, instance_id="first")):
+    async with running_plane(fast_config(state_url, instance_id="first")):
 
         async def published() -> bool:
             snap = await stores.cluster.get_load("default")
@@ -96,7 +101,7 @@ async def test_seq_keeps_growing_across_a_new_leader(redis_url: str, stores: Sto
         await eventually(published)
     last = await stores.cluster.get_load("default")
     assert last is not None
-    async with running_plane(fast_config(redis_url, instance_id="second")):
+    async with running_plane(fast_config(state_url, instance_id="second")):
 
         async def continued() -> bool:
             snap = await stores.cluster.get_load("default")

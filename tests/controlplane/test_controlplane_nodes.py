@@ -18,6 +18,14 @@ from tests.support.controlplane import (
     report,
     running,
 )
+from tests.support.state import on_redis
+
+
+@pytest.fixture
+def stores(state_stores: Stores) -> Stores:
+    """This module's logic runs on the in-memory state twin; ``@on_redis`` tests on real Redis."""
+    return state_stores
+
 
 NOW = 1_700_000_000_000
 
@@ -85,10 +93,10 @@ def test_invalid_addresses_name_the_problem(address: str) -> None:
         validate_address(address)
 
 
-@pytest.mark.redis
 @pytest.mark.grpc
-async def test_agent_join_heartbeat_leave_over_grpc(redis_url: str, stores: Stores) -> None:
-    async with running(fast_config(redis_url)) as plane, clients(plane.address) as c:
+@on_redis
+async def test_agent_join_heartbeat_leave_over_grpc(state_url: str, stores: Stores) -> None:
+    async with running(fast_config(state_url)) as plane, clients(plane.address) as c:
         agent = StubAgent(c.agents)
         await agent.send(report("gpu-1", pool="blue", address="10.1.0.1:8000", running=1))
         joined = await agent.read()
@@ -111,10 +119,9 @@ async def test_agent_join_heartbeat_leave_over_grpc(redis_url: str, stores: Stor
         assert node_ids(nodes) == ["gpu-1"] and nodes[0].down
 
 
-@pytest.mark.redis
 @pytest.mark.grpc
-async def test_stream_end_marks_the_node_down(redis_url: str) -> None:
-    async with running(fast_config(redis_url)) as plane, clients(plane.address) as c:
+async def test_stream_end_marks_the_node_down(state_url: str) -> None:
+    async with running(fast_config(state_url)) as plane, clients(plane.address) as c:
         agent = StubAgent(c.agents)
         await agent.send(report("gpu-1", interval_ms=60_000))
         await agent.read()
@@ -124,10 +131,9 @@ async def test_stream_end_marks_the_node_down(redis_url: str) -> None:
         assert nodes[0].down
 
 
-@pytest.mark.redis
 @pytest.mark.grpc
-async def test_silent_agent_is_marked_down_after_three_intervals(redis_url: str) -> None:
-    async with running(fast_config(redis_url)) as plane, clients(plane.address) as c:
+async def test_silent_agent_is_marked_down_after_three_intervals(state_url: str) -> None:
+    async with running(fast_config(state_url)) as plane, clients(plane.address) as c:
         agent = StubAgent(c.agents)
         await agent.send(report("gpu-1", interval_ms=100))
         await agent.read()
@@ -143,12 +149,11 @@ async def test_silent_agent_is_marked_down_after_three_intervals(redis_url: str)
         agent.call.cancel()
 
 
-@pytest.mark.redis
 @pytest.mark.grpc
 async def test_stale_agent_report_is_unhealthy_in_the_snapshot(
-    redis_url: str, stores: Stores
+    state_url: str, stores: Stores
 ) -> None:
-    async with running(fast_config(redis_url)) as plane, clients(plane.address) as c:
+    async with running(fast_config(state_url)) as plane, clients(plane.address) as c:
         agent = StubAgent(c.agents)
         await agent.send(report("gpu-1", running=3))
         await agent.read()
@@ -164,10 +169,9 @@ async def test_stale_agent_report_is_unhealthy_in_the_snapshot(
         await agent.close()
 
 
-@pytest.mark.redis
 @pytest.mark.grpc
-async def test_bad_first_report_is_invalid_argument(redis_url: str) -> None:
-    async with running(fast_config(redis_url)) as plane, clients(plane.address) as c:
+async def test_bad_first_report_is_invalid_argument(state_url: str) -> None:
+    async with running(fast_config(state_url)) as plane, clients(plane.address) as c:
         cases = [
             (report("bad id!"), "node id"),
             (report("n1", pool="Bad Pool"), "pool"),
@@ -181,10 +185,9 @@ async def test_bad_first_report_is_invalid_argument(redis_url: str) -> None:
             assert word in (await agent.call.details() or "")
 
 
-@pytest.mark.redis
 @pytest.mark.grpc
-async def test_second_agent_with_the_same_id_elsewhere_is_refused(redis_url: str) -> None:
-    async with running(fast_config(redis_url)) as plane, clients(plane.address) as c:
+async def test_second_agent_with_the_same_id_elsewhere_is_refused(state_url: str) -> None:
+    async with running(fast_config(state_url)) as plane, clients(plane.address) as c:
         first = StubAgent(c.agents)
         await first.send(report("gpu-1", address="10.0.0.1:1", interval_ms=60_000))
         await first.read()
@@ -203,10 +206,9 @@ async def test_second_agent_with_the_same_id_elsewhere_is_refused(redis_url: str
         await again.close()
 
 
-@pytest.mark.redis
 @pytest.mark.grpc
-async def test_drain_reaches_the_agent_as_a_directive(redis_url: str) -> None:
-    async with running(fast_config(redis_url)) as plane, clients(plane.address) as c:
+async def test_drain_reaches_the_agent_as_a_directive(state_url: str) -> None:
+    async with running(fast_config(state_url)) as plane, clients(plane.address) as c:
         agent = StubAgent(c.agents)
         await agent.send(report("gpu-1"))
         await agent.read()
@@ -230,12 +232,11 @@ async def test_drain_reaches_the_agent_as_a_directive(redis_url: str) -> None:
         await rejoined.close()
 
 
-@pytest.mark.redis
 @pytest.mark.grpc
 async def test_static_nodes_add_list_drain_remove_with_audit(
-    redis_url: str, stores: Stores
+    state_url: str, stores: Stores
 ) -> None:
-    async with running(fast_config(redis_url)) as plane, clients(plane.address) as c:
+    async with running(fast_config(state_url)) as plane, clients(plane.address) as c:
         added = await c.nodes.AddNode(
             admin_pb2.AddNodeRequest(
                 pool="blue", node_id="s1", address="10.2.0.1:8000", weight=2, actor="alice"
@@ -263,10 +264,9 @@ async def test_static_nodes_add_list_drain_remove_with_audit(
         ]
 
 
-@pytest.mark.redis
 @pytest.mark.grpc
-async def test_node_rpcs_refuse_bad_input_with_a_message(redis_url: str) -> None:
-    async with running(fast_config(redis_url)) as plane, clients(plane.address) as c:
+async def test_node_rpcs_refuse_bad_input_with_a_message(state_url: str) -> None:
+    async with running(fast_config(state_url)) as plane, clients(plane.address) as c:
         bad = [
             (admin_pb2.AddNodeRequest(pool="UPPER", node_id="n", address="h:1"), "pool"),
             (admin_pb2.AddNodeRequest(node_id="-bad", address="h:1"), "node id"),
@@ -284,10 +284,9 @@ async def test_node_rpcs_refuse_bad_input_with_a_message(redis_url: str) -> None
         assert "ghost" in (missing.value.details() or "")
 
 
-@pytest.mark.redis
 @pytest.mark.grpc
-async def test_static_add_is_refused_while_a_live_agent_owns_the_id(redis_url: str) -> None:
-    async with running(fast_config(redis_url)) as plane, clients(plane.address) as c:
+async def test_static_add_is_refused_while_a_live_agent_owns_the_id(state_url: str) -> None:
+    async with running(fast_config(state_url)) as plane, clients(plane.address) as c:
         agent = StubAgent(c.agents)
         await agent.send(report("gpu-1", interval_ms=60_000))
         await agent.read()

@@ -1,4 +1,5 @@
-"""PlanService over real gRPC: import, list, show, diff, build, rollout, rollback, status."""
+"""PlanService over real gRPC: import, list, show, diff, build, rollout, rollback, status
+(on the state twin; the concurrent-rollout race also on a real Redis)."""
 
 from __future__ import annotations
 
@@ -20,8 +21,15 @@ from tests.support.controlplane import (
     traffic,
 )
 from tests.support.factories import small_plan
+from tests.support.state import on_redis
 
-pytestmark = [pytest.mark.redis, pytest.mark.grpc]
+pytestmark = pytest.mark.grpc
+
+
+@pytest.fixture
+def stores(state_stores: Stores) -> Stores:
+    """This module's logic runs on the in-memory state twin; ``@on_redis`` tests on real Redis."""
+    return state_stores
 
 
 async def refused(call: object, code: grpc.StatusCode) -> str:
@@ -43,9 +51,9 @@ async def import_small(
 
 
 async def test_import_is_validated_idempotent_and_audited_once(
-    redis_url: str, stores: Stores
+    state_url: str, stores: Stores
 ) -> None:
-    async with running(fast_config(redis_url)) as plane, clients(plane.address) as c:
+    async with running(fast_config(state_url)) as plane, clients(plane.address) as c:
         table = small_plan("blue", seed=1)
         request = admin_pb2.ImportPlanRequest(table=table_to_proto(table), actor="alice", note="n")
         first = await c.plans.ImportPlan(request)
@@ -60,8 +68,8 @@ async def test_import_is_validated_idempotent_and_audited_once(
         ]
 
 
-async def test_import_refuses_bad_tables_with_invalid_argument(redis_url: str) -> None:
-    async with running(fast_config(redis_url)) as plane, clients(plane.address) as c:
+async def test_import_refuses_bad_tables_with_invalid_argument(state_url: str) -> None:
+    async with running(fast_config(state_url)) as plane, clients(plane.address) as c:
         good = table_to_proto(small_plan(seed=1))
         garbage = table_pb2.RoutingTable()
         garbage.CopyFrom(good)
@@ -84,8 +92,8 @@ async def test_import_refuses_bad_tables_with_invalid_argument(redis_url: str) -
             assert word in message
 
 
-async def test_list_show_and_diff(redis_url: str) -> None:
-    async with running(fast_config(redis_url)) as plane, clients(plane.address) as c:
+async def test_list_show_and_diff(state_url: str) -> None:
+    async with running(fast_config(state_url)) as plane, clients(plane.address) as c:
         v1 = await import_small(c, 1)
         v2 = await import_small(c, 2)
         listed = await c.plans.ListPlans(admin_pb2.ListPlansRequest())
@@ -111,9 +119,9 @@ async def test_list_show_and_diff(redis_url: str) -> None:
 
 
 async def test_rollout_and_rollback_move_the_pointer_under_new_generations(
-    redis_url: str, stores: Stores
+    state_url: str, stores: Stores
 ) -> None:
-    async with running(fast_config(redis_url)) as plane, clients(plane.address) as c:
+    async with running(fast_config(state_url)) as plane, clients(plane.address) as c:
         v1, v2 = await import_small(c, 1), await import_small(c, 2)
         first = await c.plans.Rollout(admin_pb2.RolloutRequest(version=v1, actor="alice"))
         assert (first.version, first.generation, first.action) == (v1, 1, "rollout")
@@ -138,8 +146,9 @@ async def test_rollout_and_rollback_move_the_pointer_under_new_generations(
         ]
 
 
-async def test_two_concurrent_rollouts_exactly_one_wins(redis_url: str, stores: Stores) -> None:
-    async with running(fast_config(redis_url)) as plane, clients(plane.address) as c:
+@on_redis
+async def test_two_concurrent_rollouts_exactly_one_wins(state_url: str, stores: Stores) -> None:
+    async with running(fast_config(state_url)) as plane, clients(plane.address) as c:
         v0, v1, v2 = [await import_small(c, s) for s in (0, 1, 2)]
         await c.plans.Rollout(admin_pb2.RolloutRequest(version=v0, actor="setup"))
         calls = [
@@ -161,8 +170,8 @@ async def test_two_concurrent_rollouts_exactly_one_wins(redis_url: str, stores: 
         assert active is not None and (active.version, active.generation) == (winner.version, 2)
 
 
-async def test_stale_expected_generation_is_failed_precondition(redis_url: str) -> None:
-    async with running(fast_config(redis_url)) as plane, clients(plane.address) as c:
+async def test_stale_expected_generation_is_failed_precondition(state_url: str) -> None:
+    async with running(fast_config(state_url)) as plane, clients(plane.address) as c:
         v1, v2 = await import_small(c, 1), await import_small(c, 2)
         await c.plans.Rollout(admin_pb2.RolloutRequest(version=v1))
         await refused(
@@ -176,9 +185,9 @@ async def test_stale_expected_generation_is_failed_precondition(redis_url: str) 
 
 
 async def test_rollout_of_a_missing_version_is_not_found_and_changes_nothing(
-    redis_url: str, stores: Stores
+    state_url: str, stores: Stores
 ) -> None:
-    async with running(fast_config(redis_url)) as plane, clients(plane.address) as c:
+    async with running(fast_config(state_url)) as plane, clients(plane.address) as c:
         v1 = await import_small(c, 1)
         await c.plans.Rollout(admin_pb2.RolloutRequest(version=v1))
         message = await refused(
@@ -194,8 +203,8 @@ async def test_rollout_of_a_missing_version_is_not_found_and_changes_nothing(
         assert active is not None and (active.version, active.generation) == (v1, 1)
 
 
-async def test_bad_names_are_invalid_argument_with_a_message(redis_url: str) -> None:
-    async with running(fast_config(redis_url)) as plane, clients(plane.address) as c:
+async def test_bad_names_are_invalid_argument_with_a_message(state_url: str) -> None:
+    async with running(fast_config(state_url)) as plane, clients(plane.address) as c:
         cases = [
             (c.plans.Rollout(admin_pb2.RolloutRequest(version="v1")), "version"),
             (c.plans.Rollout(admin_pb2.RolloutRequest(pool="Bad Pool", version="p" + "0" * 16)),
@@ -213,8 +222,8 @@ async def test_bad_names_are_invalid_argument_with_a_message(redis_url: str) -> 
             assert word in await refused(call, grpc.StatusCode.INVALID_ARGUMENT)
 
 
-async def test_rollback_without_history_is_failed_precondition(redis_url: str) -> None:
-    async with running(fast_config(redis_url)) as plane, clients(plane.address) as c:
+async def test_rollback_without_history_is_failed_precondition(state_url: str) -> None:
+    async with running(fast_config(state_url)) as plane, clients(plane.address) as c:
         message = await refused(
             c.plans.Rollback(admin_pb2.RollbackRequest()), grpc.StatusCode.FAILED_PRECONDITION
         )
@@ -227,8 +236,8 @@ async def test_rollback_without_history_is_failed_precondition(redis_url: str) -
         assert "--to" in message
 
 
-async def test_shadow_is_unimplemented_with_a_message(redis_url: str) -> None:
-    async with running(fast_config(redis_url)) as plane, clients(plane.address) as c:
+async def test_shadow_is_unimplemented_with_a_message(state_url: str) -> None:
+    async with running(fast_config(state_url)) as plane, clients(plane.address) as c:
         v1 = await import_small(c, 1)
         message = await refused(
             c.plans.ShadowPlan(admin_pb2.ShadowPlanRequest(version=v1)),
@@ -238,9 +247,9 @@ async def test_shadow_is_unimplemented_with_a_message(redis_url: str) -> None:
 
 
 async def test_build_plan_from_two_routers_traffic_admits_the_hot_keys(
-    redis_url: str, stores: Stores
+    state_url: str, stores: Stores
 ) -> None:
-    async with running(fast_config(redis_url)) as plane, clients(plane.address) as c:
+    async with running(fast_config(state_url)) as plane, clients(plane.address) as c:
         message = await refused(
             c.plans.BuildPlan(admin_pb2.BuildPlanRequest()), grpc.StatusCode.FAILED_PRECONDITION
         )
@@ -274,9 +283,9 @@ async def test_build_plan_from_two_routers_traffic_admits_the_hot_keys(
         assert audit[-1].action == "build" and audit[-1].actor == "alice"
 
 
-async def test_status_shows_pointer_acks_nodes_and_leader(redis_url: str, stores: Stores) -> None:
+async def test_status_shows_pointer_acks_nodes_and_leader(state_url: str, stores: Stores) -> None:
     async with (
-        running(fast_config(redis_url, instance_id="cp-a")) as plane,
+        running(fast_config(state_url, instance_id="cp-a")) as plane,
         clients(plane.address) as c,
     ):
         v1 = await import_small(c, 1)

@@ -260,6 +260,28 @@ def test_history_policies_get_prefix_blocks_and_the_others_do_not() -> None:
     assert not Router(policy="flat").pools["default"].uses_blocks
 
 
+def test_only_policies_that_declare_it_get_prefix_blocks() -> None:
+    from dataplane.core.policies import POLICIES  # noqa: PLC0415
+
+    needing = {name for name in POLICIES if Router(policy=name).pools["default"].uses_blocks}
+    assert needing == {"preble", "sglang"}  # dualmap learns from decisions, not from prefixes
+
+
+def test_a_decision_names_the_current_address_and_version_after_changes() -> None:
+    router = Router(policy="cacheroute")
+    router.apply_load(snapshot([("a", 0.0)], seq=1))
+    assert router.route(inp("k"), NOW_S).address == "a.svc:8000"
+    moved = snapshot([("a", 0.0)], seq=2)
+    moved.nodes[0].address = "a.elsewhere:9000"
+    router.apply_load(moved)
+    assert router.route(inp("k"), NOW_S).address == "a.elsewhere:9000"
+    table = table_for({"k": ["a"]}, ["a"])
+    router.install_table("default", table, 7)
+    outcome = router.route(inp("k"), NOW_S)
+    assert (outcome.version, outcome.generation, outcome.reason) == (table.version, 7, Reason.WARM)
+    assert outcome.address == "a.elsewhere:9000"
+
+
 def test_every_registered_policy_routes_through_the_router() -> None:
     from dataplane.core.policies import POLICIES  # noqa: PLC0415
 

@@ -1,4 +1,5 @@
-"""The router over real gRPC with a real Redis: status codes, rollouts, NACKs, loads, reports."""
+"""The router over real gRPC: status codes, rollouts, NACKs, loads, reports (on the state twin;
+the rollout, the reports and TLS also on a real Redis)."""
 
 from __future__ import annotations
 
@@ -26,8 +27,16 @@ from dataplane.core.table_codec import encode_table, table_to_proto
 from dataplane.server import RouterConfig, RouterServer
 from servekit.tls import ClientTlsConfig, TlsConfig
 from tests.support.factories import metadata_for, small_plan
+from tests.support.state import on_redis
 
-pytestmark = [pytest.mark.redis, pytest.mark.grpc]
+pytestmark = pytest.mark.grpc
+
+
+@pytest.fixture
+def stores(state_stores: Stores) -> Stores:
+    """This module's logic runs on the in-memory state twin; ``@on_redis`` tests on real Redis."""
+    return state_stores
+
 
 NODES = [f"node-{i}" for i in range(4)]
 QUIET = {  # timers long enough that only hints (or the test) trigger work
@@ -40,11 +49,11 @@ QUIET = {  # timers long enough that only hints (or the test) trigger work
 
 
 @asynccontextmanager
-async def running_router(redis_url: str, **overrides: Any) -> AsyncIterator[RouterServer]:
+async def running_router(state_url: str, **overrides: Any) -> AsyncIterator[RouterServer]:
     settings: dict[str, Any] = {
         **QUIET,
         "listen": "127.0.0.1:0",
-        "redis_url": redis_url,
+        "redis_url": state_url,
         "router_id": "r1",
         "startup_timeout_s": 3.0,
         "grace_s": 0.5,
@@ -140,7 +149,7 @@ def scrape(server: RouterServer) -> str:
 # -- bad input ----------------------------------------------------------------------------------
 
 
-async def test_bad_input_gets_status_codes_with_messages(redis_url: str) -> None:
+async def test_bad_input_gets_status_codes_with_messages(state_url: str) -> None:
     bad: list[tuple[Any, grpc.StatusCode, str]] = [
         (routing_pb2.RouteRequest(pool="Bad!", key="k"), grpc.StatusCode.INVALID_ARGUMENT,
          "pool 'Bad!' does not match"),
@@ -155,7 +164,7 @@ async def test_bad_input_gets_status_codes_with_messages(redis_url: str) -> None
         (routing_pb2.RouteRequest(key="k"), grpc.StatusCode.UNAVAILABLE,
          "pool 'default' has no destinations yet"),
     ]  # fmt: skip
-    async with running_router(redis_url) as server, router_stub(server) as stub:
+    async with running_router(state_url) as server, router_stub(server) as stub:
         for request, code, message in bad:
             with pytest.raises(grpc.aio.AioRpcError) as raised:
                 await stub.Route(request)
@@ -183,13 +192,14 @@ async def test_bad_input_gets_status_codes_with_messages(redis_url: str) -> None
 # -- tables -------------------------------------------------------------------------------------
 
 
+@on_redis
 async def test_a_rollout_is_applied_within_a_second_and_answers_follow_each_generation(
-    redis_url: str, stores: Stores
+    state_url: str, stores: Stores
 ) -> None:
     tables = [small_plan(seed=s) for s in (1, 2)]
     v1, v2 = [await store_plan(stores, t) for t in tables]
     await stores.cluster.publish_load(load_snapshot(dict.fromkeys(NODES, 0.0), seq=1))
-    async with running_router(redis_url) as server, router_stub(server) as stub:
+    async with running_router(state_url) as server, router_stub(server) as stub:
         await asyncio.wait_for(server.hints_connected.wait(), 5)
         first = await stub.Route(routing_pb2.RouteRequest(key="key-1"))
         assert first.reason == routing_pb2.ROUTE_REASON_NO_TABLE
@@ -233,7 +243,7 @@ def corrupt_members(table: RoutingTable) -> bytes:
 
 
 async def test_an_invalid_table_is_nacked_and_the_last_good_one_keeps_serving(
-    redis_url: str, stores: Stores
+    state_url: str, stores: Stores
 ) -> None:
     good, broken = small_plan(seed=1), small_plan(seed=2)
     v1 = await store_plan(stores, good)
@@ -245,7 +255,7 @@ async def test_an_invalid_table_is_nacked_and_the_last_good_one_keeps_serving(
     await stores.cluster.publish_load(load_snapshot(dict.fromkeys(NODES, 0.0), seq=1))
     await rollout(stores, v1)
     async with (
-        running_router(redis_url, table_interval_s=0.1) as server,
+        running_router(state_url, table_interval_s=0.1) as server,
         router_stub(server) as stub,
     ):
         await asyncio.wait_for(server.hints_connected.wait(), 5)
@@ -274,14 +284,14 @@ async def test_an_invalid_table_is_nacked_and_the_last_good_one_keeps_serving(
 
 
 async def test_a_router_started_after_a_rollout_serves_it_from_its_first_request(
-    redis_url: str, stores: Stores
+    state_url: str, stores: Stores
 ) -> None:
     table = small_plan(seed=3)
     version = await store_plan(stores, table)
     generation = await rollout(stores, version)
     await stores.cluster.publish_load(load_snapshot(dict.fromkeys(NODES, 0.0), seq=1))
     key = warm_keys(table)[0]
-    async with running_router(redis_url, router_id="late") as server, router_stub(server) as stub:
+    async with running_router(state_url, router_id="late") as server, router_stub(server) as stub:
         decision = await stub.Route(routing_pb2.RouteRequest(key=key))
         assert (decision.version, decision.generation) == (version, generation)
         assert decision.reason == routing_pb2.ROUTE_REASON_WARM
@@ -294,7 +304,7 @@ async def test_a_router_started_after_a_rollout_serves_it_from_its_first_request
 
 
 async def test_load_snapshots_steer_a_warm_key_to_the_least_loaded_member(
-    redis_url: str, stores: Stores
+    state_url: str, stores: Stores
 ) -> None:
     table = small_plan(seed=1, q_cap=0.1)  # low q_cap: hot keys get several destinations
     key = next(k for k in warm_keys(table) if len(table.destination_ids(hash_key(k)) or []) > 1)
@@ -302,7 +312,7 @@ async def test_load_snapshots_steer_a_warm_key_to_the_least_loaded_member(
     await rollout(stores, await store_plan(stores, table))
     loads = dict.fromkeys(NODES, 50.0)
     await stores.cluster.publish_load(load_snapshot({**loads, members[0]: 0.0}, seq=1))
-    async with running_router(redis_url) as server, router_stub(server) as stub:
+    async with running_router(state_url) as server, router_stub(server) as stub:
         await asyncio.wait_for(server.hints_connected.wait(), 5)
         assert (await stub.Route(routing_pb2.RouteRequest(key=key))).node_id == members[0]
         await stores.cluster.publish_load(load_snapshot({**loads, members[1]: 0.0}, seq=2))
@@ -317,7 +327,7 @@ async def test_load_snapshots_steer_a_warm_key_to_the_least_loaded_member(
     assert float(shown.split()[-1]) >= 50.0  # the snapshot's load plus in-flight decisions
 
 
-async def test_drained_and_unhealthy_nodes_are_not_chosen(redis_url: str, stores: Stores) -> None:
+async def test_drained_and_unhealthy_nodes_are_not_chosen(state_url: str, stores: Stores) -> None:
     table = small_plan(seed=1)
     await rollout(stores, await store_plan(stores, table))
     snapshot = load_snapshot(
@@ -326,16 +336,16 @@ async def test_drained_and_unhealthy_nodes_are_not_chosen(redis_url: str, stores
     await stores.cluster.publish_load(snapshot)
     requests = [routing_pb2.RouteRequest(key=f"key-{i}") for i in range(20)]
     requests += [routing_pb2.RouteRequest(key=f"tail-{i}") for i in range(200)]
-    async with running_router(redis_url) as server, router_stub(server) as stub:
+    async with running_router(state_url) as server, router_stub(server) as stub:
         reply = await stub.RouteBatch(routing_pb2.RouteBatchRequest(requests=requests))
     assert {d.node_id for d in reply.decisions} == {"node-3"}
     assert [d.key for d in reply.decisions] == [r.key for r in requests]
 
 
 async def test_a_pool_added_later_becomes_known_then_routable(
-    redis_url: str, stores: Stores
+    state_url: str, stores: Stores
 ) -> None:
-    async with running_router(redis_url) as server, router_stub(server) as stub:
+    async with running_router(state_url) as server, router_stub(server) as stub:
         await asyncio.wait_for(server.hints_connected.wait(), 5)
         request = routing_pb2.RouteRequest(pool="blue", key="key-1")
         with pytest.raises(grpc.aio.AioRpcError) as raised:
@@ -369,8 +379,9 @@ async def test_a_pool_added_later_becomes_known_then_routable(
 # -- reports, samples, health -------------------------------------------------------------------
 
 
+@on_redis
 async def test_traffic_reports_and_samples_reach_redis_and_stay_bounded(
-    redis_url: str, stores: Stores
+    state_url: str, stores: Stores
 ) -> None:
     await stores.cluster.publish_load(load_snapshot(dict.fromkeys(NODES, 0.0), seq=1))
     overrides = {"report_interval_s": 0.2, "sample_interval_s": 0.1, "sample_rate": 1.0,
@@ -379,7 +390,7 @@ async def test_traffic_reports_and_samples_reach_redis_and_stay_bounded(
     batch = routing_pb2.RouteBatchRequest(
         requests=[routing_pb2.RouteRequest(key=k, request_id=str(i)) for i, k in enumerate(keys)]
     )
-    async with running_router(redis_url, **overrides) as server, router_stub(server) as stub:
+    async with running_router(state_url, **overrides) as server, router_stub(server) as stub:
         await stub.RouteBatch(batch)
 
         async def reported() -> bool:
@@ -405,10 +416,10 @@ async def _samples_at_least(stores: Stores, count: int) -> bool:
 
 
 async def test_health_serves_and_metrics_show_decisions_and_latency(
-    redis_url: str, stores: Stores
+    state_url: str, stores: Stores
 ) -> None:
     await stores.cluster.publish_load(load_snapshot(dict.fromkeys(NODES, 0.0), seq=1))
-    async with running_router(redis_url) as server, router_stub(server) as stub:
+    async with running_router(state_url) as server, router_stub(server) as stub:
         async with grpc.aio.insecure_channel(server.address) as channel:
             health = health_pb2_grpc.HealthStub(channel)
             for service in ("", "cacheroute.v1.RouterService"):
@@ -430,8 +441,9 @@ async def test_health_serves_and_metrics_show_decisions_and_latency(
     assert 'cacheroute_router_load_snapshot_age_seconds{pool="default"}' in metrics
 
 
+@on_redis
 async def test_with_tls_options_the_router_serves_over_tls(
-    redis_url: str, stores: Stores, tmp_path: Path
+    state_url: str, stores: Stores, tmp_path: Path
 ) -> None:
     if shutil.which("openssl") is None:
         pytest.skip("openssl is not installed")
@@ -444,7 +456,7 @@ async def test_with_tls_options_the_router_serves_over_tls(
     )  # fmt: skip
     await stores.cluster.publish_load(load_snapshot(dict.fromkeys(NODES, 0.0), seq=1))
     tls = TlsConfig(cert_file=cert, key_file=key)
-    async with running_router(redis_url, tls=tls) as server:
+    async with running_router(state_url, tls=tls) as server:
         credentials = ClientTlsConfig(ca_file=cert).channel_credentials()
         async with grpc.aio.secure_channel(server.address, credentials) as channel:
             stub = routing_pb2_grpc.RouterServiceStub(channel)

@@ -1,10 +1,11 @@
-"""Small builders for tests: plans and their metadata."""
+"""Small builders for tests: plans, their metadata, and a plan stored in a state store."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from cacheroute.v1 import table_pb2
+from cacheroute_state import Stores
 from controlplane.planner import PlanInput, build_plan
 from dataplane.core.keys import hash_key
 from dataplane.core.table import RoutingTable
@@ -49,3 +50,10 @@ def metadata_for(table: RoutingTable, *, created_by: str = "test") -> table_pb2.
         stats=stats_to_proto(table.stats),
         table_bytes=len(encode_table(table)),
     )
+
+
+async def store_plan(stores: Stores, seed: int = 0, pool: str = "default") -> str:
+    """Store ``small_plan(pool, seed=seed)``; returns its version."""
+    table = small_plan(pool, seed=seed)
+    await stores.plans.put_plan(encode_table(table), metadata_for(table))
+    return table.version

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -24,7 +26,24 @@ LOG = ("--log-format", "json", "--log-level", "info")
 
 
 class Proc(ManagedProcess):
-    """A ManagedProcess that can read fields of the JSON events it logged."""
+    """A ManagedProcess that can read fields of the JSON events it logged.
+
+    Started without a ``preexec_fn``: with one, Python forks (running gRPC's fork handlers while
+    the test process's own gRPC threads are busy, which once killed a child at start) instead
+    of spawning; the fleet's ``stop`` in every test's ``finally`` ends the children instead.
+    """
+
+    def start(self) -> Proc:
+        self._log = self.log_path.open("ab")
+        self.process = subprocess.Popen(
+            self.args,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=dict(os.environ, PYTHONUNBUFFERED="1"),
+        )
+        return self
 
     def events(self, event: str) -> list[dict[str, Any]]:
         found = []

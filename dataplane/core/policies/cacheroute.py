@@ -18,6 +18,8 @@ from dataplane.core.policies.base import (
     power_of_two,
 )
 
+_new = tuple.__new__
+
 
 class CacheRoutePolicy(Policy):
     name = "cacheroute"
@@ -34,9 +36,10 @@ class CacheRoutePolicy(Policy):
         eligible = [m for m in members if m >= 0 and healthy[m] and not draining[m]]
         if not eligible:
             return Decision(power_of_two(view, self.rng), Reason.FALLBACK_UNHEALTHY)
+        # The warm path is the hot one: tuple.__new__ skips the NamedTuple constructor's frame.
         if len(eligible) == 1:
-            return Decision(eligible[0], Reason.WARM)
-        return Decision(least_loaded(view, eligible, request.key_hash), Reason.WARM)
+            return _new(Decision, (eligible[0], Reason.WARM))
+        return _new(Decision, (least_loaded(view, eligible, request.key_hash), Reason.WARM))
 
 
 class AffinityOnlyPolicy(CacheRoutePolicy):

@@ -10,6 +10,8 @@ from dataplane.core.policies.prefix_index import EligibleMask, PrefixIndex, inde
 class PrefixHistoryPolicy(Policy):
     """Keeps a :class:`PrefixIndex` per NodeSet and records each decision's prefix in it."""
 
+    needs_blocks = True
+
     def __init__(self, *, seed: int, max_blocks_per_node: int) -> None:
         super().__init__(seed=seed)
         self.max_blocks_per_node = max_blocks_per_node

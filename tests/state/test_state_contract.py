@@ -1,34 +1,22 @@
-"""The Redis state layer against a real redis-server."""
+"""The state contract: every test runs against the in-memory twin and a real redis-server
+(``stores`` in ``conftest.py``)."""
 
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 
 import pytest
-import redis
 
 from cacheroute.v1 import cluster_pb2
-from cacheroute_state import Stores, open_stores
-from cacheroute_state.embedded import EmbeddedRedis
+from cacheroute_state import Stores
 from cacheroute_state.interfaces import (
     ConflictError,
     Hint,
     PlanMismatchError,
     PlanNotFoundError,
-    StoreUnavailableError,
 )
-from cacheroute_state.redis_hints import parse_channel
 from dataplane.core.table_codec import decode_table, encode_table
-from tests.support.factories import metadata_for, small_plan
-
-pytestmark = pytest.mark.redis
-
-
-async def store_plan(stores: Stores, seed: int = 0, pool: str = "default") -> str:
-    table = small_plan(pool, seed=seed)
-    await stores.plans.put_plan(encode_table(table), metadata_for(table))
-    return table.version
+from tests.support.factories import metadata_for, small_plan, store_plan
 
 
 async def test_put_plan_stores_bytes_and_metadata_once(stores: Stores) -> None:
@@ -163,14 +151,6 @@ async def test_hints_arrive_for_pointer_moves_loads_and_pools(stores: Stores) ->
     assert cluster_pb2.LoadSnapshot.FromString(received[2].payload).seq == 7
 
 
-def test_parse_channel() -> None:
-    assert parse_channel("cr:{a.b}:hint:table") == ("table", "a.b")
-    assert parse_channel("cr:{x}:hint:load") == ("load", "x")
-    assert parse_channel("cr:hint:pools") == ("pools", "")
-    assert parse_channel("cr:{x}:hint:other") is None
-    assert parse_channel("elsewhere") is None
-
-
 async def test_nodes_acks_and_load(stores: Stores) -> None:
     await stores.cluster.put_node(cluster_pb2.NodeRecord(node_id="b", pool="p", address="h:2"))
     await stores.cluster.put_node(cluster_pb2.NodeRecord(node_id="a", pool="p", address="h:1"))
@@ -226,35 +206,69 @@ async def test_lease_has_one_holder_and_expires(stores: Stores) -> None:
     assert await stores.leases.holder("leader") is None
 
 
-async def test_redis_away_raises_unavailable_and_recovers() -> None:
-    server = EmbeddedRedis().start()
-    stores = open_stores(server.url)
-    try:
-        version = await store_plan(stores, 1)
-        port = server.port
-        server.stop()
-        with pytest.raises(StoreUnavailableError):
-            await stores.plans.get_active("default")
-        restarted = EmbeddedRedis(port=port).start()
-        try:
-            assert await stores.plans.get_table_bytes("default", version) is None  # not persisted
-            await store_plan(stores, 1)
-            assert await stores.plans.get_table_bytes("default", version) is not None
-        finally:
-            restarted.stop()
-    finally:
-        await stores.close()
-        server.stop()
+async def test_update_metadata_of_a_missing_plan_is_not_found(stores: Stores) -> None:
+    table = small_plan()
+    with pytest.raises(PlanNotFoundError):
+        await stores.plans.update_metadata(metadata_for(table))
+    await stores.plans.put_plan(encode_table(table), metadata_for(table))
+    meta = metadata_for(table)
+    meta.note = "reviewed"
+    await stores.plans.update_metadata(meta)
+    stored = await stores.plans.get_metadata("default", table.version)
+    assert stored is not None and stored.note == "reviewed"
 
 
-def test_embedded_redis_with_data_dir_survives_restart(tmp_path: Path) -> None:
-    data = tmp_path / "redis"
-    with EmbeddedRedis(data_dir=data) as server:
-        client = redis.Redis.from_url(server.url)
-        client.set("k", "v")
-        client.close()
-        port = server.port
-    with EmbeddedRedis(port=port, data_dir=data) as server:
-        client = redis.Redis.from_url(server.url)
-        assert client.get("k") == b"v"
-        client.close()
+async def test_list_and_history_limits_of_zero_read_everything(stores: Stores) -> None:
+    versions = [await store_plan(stores, s) for s in range(3)]
+    assert len(await stores.plans.list_plans("default", 0)) == 3
+    for generation, version in enumerate(versions):
+        await stores.plans.move_active(
+            "default", version, expected_generation=generation, actor="a", action="rollout"
+        )
+    assert await stores.plans.previous_versions("default", 0) == versions[1::-1]
+    assert await stores.plans.previous_versions("default", 1) == [versions[1]]
+
+
+async def test_reads_of_an_empty_store(stores: Stores) -> None:
+    assert await stores.plans.get_active("p") is None
+    assert await stores.plans.get_table_bytes("p", "p0000000000000000") is None
+    assert await stores.plans.list_plans("p", 10) == []
+    assert await stores.plans.read_audit("p", 10) == []
+    assert await stores.plans.pools() == []
+    assert await stores.cluster.get_reports("p") == {}
+    assert await stores.telemetry.read_traffic("p", "0") == ("0", [])
+    assert await stores.telemetry.read_samples("p", 10) == []
+    assert await stores.leases.holder("leader") is None
+
+
+async def test_subscription_to_some_pools_hears_only_them_and_pool_additions(
+    stores: Stores,
+) -> None:
+    received: list[Hint] = []
+    ready = asyncio.Event()
+
+    async def listen() -> None:
+        async for hint in stores.hints.subscribe(["blue"]):
+            if hint.kind == "resync":
+                ready.set()
+                continue
+            received.append(hint)
+            if hint.kind == "load":
+                return
+
+    task = asyncio.create_task(listen())
+    await asyncio.wait_for(ready.wait(), timeout=5)
+    await stores.cluster.publish_load(cluster_pb2.LoadSnapshot(pool="green", seq=1))
+    await stores.plans.add_pool("red")
+    await stores.cluster.publish_load(cluster_pb2.LoadSnapshot(pool="blue", seq=2))
+    await asyncio.wait_for(task, timeout=5)
+    assert [(h.kind, h.pool, h.payload[:3]) for h in received[:1]] == [("pools", "", b"red")]
+    assert [(h.kind, h.pool) for h in received] == [("pools", ""), ("load", "blue")]
+
+
+async def test_fetch_table_reads_the_stored_bytes(stores: Stores) -> None:
+    table = small_plan()
+    await stores.plans.put_plan(encode_table(table), metadata_for(table))
+    fetched = await stores.fetch_table("default", table.version)
+    assert fetched is not None and bytes(fetched) == encode_table(table)
+    assert await stores.fetch_table("default", "p0000000000000000") is None

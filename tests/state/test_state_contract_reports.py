@@ -1,14 +1,10 @@
-"""The node-report records the control plane added to the store (real redis-server)."""
+"""The state contract for node reports and their owning streams (twin and real Redis)."""
 
 from __future__ import annotations
-
-import pytest
 
 from cacheroute.v1 import agent_pb2, cluster_pb2
 from cacheroute_state import Stores
 from cacheroute_state.interfaces import ReportRecord
-
-pytestmark = pytest.mark.redis
 
 
 def record(node: str, stream: str, at: int, running: float = 0) -> ReportRecord:

@@ -1,0 +1,144 @@
+"""PlanStore in memory: the same records, pointer rules and hints as :mod:`..redis_plans`."""
+
+from __future__ import annotations
+
+from cacheroute.v1 import cluster_pb2, table_pb2
+from cacheroute_state import schema
+from cacheroute_state.interfaces import (
+    ConflictError,
+    Hint,
+    PlanMismatchError,
+    PlanNotFoundError,
+    PlanStore,
+)
+from cacheroute_state.memory.state import MemoryState, first
+
+
+class MemoryPlanStore(PlanStore):
+    def __init__(self, state: MemoryState) -> None:
+        self._s = state
+
+    async def put_plan(
+        self, table_bytes: bytes, meta: table_pb2.PlanMetadata
+    ) -> tuple[table_pb2.PlanMetadata, bool]:
+        s = self._s
+        s.check()
+        pool, version = meta.pool, meta.version
+        plan_key = schema.plan_key(pool, version)
+        created = plan_key not in s.strings
+        stored = meta
+        if created:
+            s.strings[plan_key] = bytes(table_bytes)
+            s.strings[schema.meta_key(pool, version)] = meta.SerializeToString()
+            s.sorted[schema.pool_key(pool, "plans")][version] = meta.created_at_unix_ms
+        else:
+            existing = s.strings.get(schema.meta_key(pool, version))
+            if existing is None:
+                return meta, True  # as the Redis script: table without metadata reads as new
+            stored = table_pb2.PlanMetadata.FromString(existing)
+        await self.add_pool(pool)
+        if stored.content_hash != meta.content_hash:
+            raise PlanMismatchError(
+                f"version {version} is stored with content {stored.content_hash[:16]}…, "
+                f"not {meta.content_hash[:16]}…"
+            )
+        return stored, created
+
+    async def get_table_bytes(self, pool: str, version: str) -> bytes | None:
+        self._s.check()
+        return self._s.strings.get(schema.plan_key(pool, version))
+
+    async def get_metadata(self, pool: str, version: str) -> table_pb2.PlanMetadata | None:
+        self._s.check()
+        data = self._s.strings.get(schema.meta_key(pool, version))
+        return None if data is None else table_pb2.PlanMetadata.FromString(data)
+
+    async def update_metadata(self, meta: table_pb2.PlanMetadata) -> None:
+        self._s.check()
+        key = schema.meta_key(meta.pool, meta.version)
+        if key not in self._s.strings:
+            raise PlanNotFoundError(f"plan {meta.version} not found in pool {meta.pool}")
+        self._s.strings[key] = meta.SerializeToString()
+
+    async def list_plans(self, pool: str, limit: int) -> list[table_pb2.PlanMetadata]:
+        self._s.check()
+        scores = self._s.sorted.get(schema.pool_key(pool, "plans"), {})
+        # ZREVRANGE order: score descending, equal scores by member descending.
+        versions = first(sorted(scores, key=lambda v: (scores[v], v), reverse=True), limit)
+        raw = (self._s.strings.get(schema.meta_key(pool, v)) for v in versions)
+        return [table_pb2.PlanMetadata.FromString(d) for d in raw if d is not None]
+
+    async def get_active(self, pool: str) -> cluster_pb2.ActivePointer | None:
+        self._s.check()
+        data = self._s.hashes.get(schema.pool_key(pool, "active"), {}).get("pb")
+        return None if data is None else cluster_pb2.ActivePointer.FromString(data)
+
+    async def move_active(
+        self,
+        pool: str,
+        version: str,
+        *,
+        expected_generation: int,
+        actor: str,
+        action: str,
+        detail: str = "",
+    ) -> cluster_pb2.ActivePointer:
+        s = self._s
+        s.check()
+        current = await self.get_active(pool)
+        observed = current.generation if current is not None else 0
+        if observed != expected_generation:
+            raise ConflictError(
+                f"pool {pool}: the active pointer is at generation {observed}, not "
+                f"{expected_generation} (moved by {current.actor if current else '?'}); re-read "
+                "and retry",
+                current,
+            )
+        if version not in s.sorted.get(schema.pool_key(pool, "plans"), {}):
+            raise PlanNotFoundError(f"plan {version} not found in pool {pool}")
+        now, generation = s.now_ms(), expected_generation + 1
+        pointer = cluster_pb2.ActivePointer(
+            pool=pool, version=version, generation=generation, updated_at_unix_ms=now,
+            actor=actor, action=action,
+        )  # fmt: skip
+        previous = current.version if current is not None else ""
+        s.hashes[schema.pool_key(pool, "active")] = {"pb": pointer.SerializeToString()}
+        if previous and previous != version:
+            kept = s.lists[schema.pool_key(pool, "previous")]
+            kept.insert(0, previous)
+            del kept[schema.PREVIOUS_KEPT :]
+        event = cluster_pb2.AuditEvent(
+            at_unix_ms=now, actor=actor, action=action, pool=pool, from_version=previous,
+            to_version=version, generation=generation, detail=detail,
+        )  # fmt: skip
+        s.stream(schema.pool_key(pool, "audit"), schema.AUDIT_MAXLEN).append(
+            event.SerializeToString(), now
+        )
+        s.publish(Hint("table", pool, str(generation).encode()))
+        return pointer
+
+    async def previous_versions(self, pool: str, limit: int = 10) -> list[str]:
+        self._s.check()
+        return first(self._s.lists.get(schema.pool_key(pool, "previous"), []), limit)
+
+    async def append_audit(self, event: cluster_pb2.AuditEvent) -> None:
+        s = self._s
+        s.check()
+        stream = s.stream(schema.pool_key(event.pool, "audit"), schema.AUDIT_MAXLEN)
+        stream.append(event.SerializeToString(), s.now_ms())
+
+    async def read_audit(self, pool: str, count: int) -> list[cluster_pb2.AuditEvent]:
+        self._s.check()
+        stream = self._s.streams.get(schema.pool_key(pool, "audit"))
+        newest = stream.newest(count) if stream is not None else []
+        return [cluster_pb2.AuditEvent.FromString(d) for d in newest]
+
+    async def pools(self) -> list[str]:
+        self._s.check()
+        return sorted(self._s.pools)
+
+    async def add_pool(self, pool: str) -> None:
+        self._s.check()
+        if pool not in self._s.pools:
+            self._s.pools.add(pool)
+            self._s.publish(Hint("pools", "", pool.encode()))
