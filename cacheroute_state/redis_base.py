@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
+from redis.asyncio.sentinel import Sentinel
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
@@ -27,6 +30,9 @@ CONNECT_TIMEOUT_S = 1.0
 
 def redact_url(url: str) -> str:
     """``url`` with any password replaced by ``***`` (for logs: a Redis URL may carry one)."""
+    if url.startswith(SENTINEL_SCHEME):
+        hidden = re.sub(r"^(redis\+sentinel://[^:@/]*):[^@/]*@", r"\1:***@", url)
+        return re.sub(r"(sentinel_password=)[^&]*", r"\1***", hidden)
     parts = urlsplit(url)
     if parts.password is None:
         return url
@@ -38,16 +44,88 @@ def redact_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
-def connect(url: str) -> aioredis.Redis:
-    """An asyncio Redis client for ``url`` (redis://host:port/db) returning bytes."""
-    return aioredis.Redis.from_url(
-        url,
-        socket_timeout=SOCKET_TIMEOUT_S,
-        socket_connect_timeout=CONNECT_TIMEOUT_S,
-        retry=Retry(ExponentialBackoff(cap=0.2, base=0.02), retries=2),
-        health_check_interval=15,
-        decode_responses=False,
+SENTINEL_SCHEME = "redis+sentinel://"
+
+
+@dataclass(frozen=True)
+class SentinelUrl:
+    """``redis+sentinel://[[USER]:PASSWORD@]HOST:PORT[,HOST:PORT...]/SERVICE[/DB]``.
+
+    The password (and user) are the Redis data nodes'; ``?sentinel_password=`` gives the
+    sentinels' own, when they have one.
+    """
+
+    sentinels: tuple[tuple[str, int], ...]
+    service: str
+    db: int = 0
+    username: str | None = None
+    password: str | None = None
+    sentinel_password: str | None = None
+
+
+def parse_sentinel_url(url: str) -> SentinelUrl:
+    """Parse a ``redis+sentinel://`` URL; ValueError names what is wrong (never the password)."""
+    rest = url[len(SENTINEL_SCHEME) :]
+    credentials, at, rest = rest.rpartition("@")
+    if not at:
+        credentials = ""
+    hosts, _, path_query = rest.partition("/")
+    path, _, query = path_query.partition("?")
+    user, _, password = credentials.partition(":")
+    sentinels = []
+    for item in filter(None, hosts.split(",")):
+        host, sep, port = item.rpartition(":")
+        if not sep or not port.isdigit():
+            raise ValueError(f"sentinel address {item!r}: expected HOST:PORT")
+        sentinels.append((host.strip("[]"), int(port)))
+    parts = [p for p in path.split("/") if p]
+    if not sentinels or not parts or len(parts) > 2 or (len(parts) == 2 and not parts[1].isdigit()):
+        raise ValueError(
+            "expected redis+sentinel://[:PASSWORD@]HOST:PORT[,HOST:PORT...]/SERVICE[/DB]"
+        )
+    options = dict(parse_qsl(query))
+    return SentinelUrl(
+        sentinels=tuple(sentinels),
+        service=unquote(parts[0]),
+        db=int(parts[1]) if len(parts) == 2 else 0,
+        username=unquote(user) or None,
+        password=unquote(password) or None,
+        sentinel_password=options.get("sentinel_password") or None,
     )
+
+
+def connect(url: str) -> aioredis.Redis:
+    """An asyncio Redis client returning bytes for ``redis://host:port/db`` (or ``rediss://``,
+    ``unix://``), or for the current primary of a Sentinel-monitored service
+    (``redis+sentinel://``: redis-py's Sentinel client finds the primary on every new connection,
+    so after a failover the next command reaches the new one)."""
+    common: dict[str, Any] = {
+        "socket_timeout": SOCKET_TIMEOUT_S,
+        "socket_connect_timeout": CONNECT_TIMEOUT_S,
+        "retry": Retry(ExponentialBackoff(cap=0.2, base=0.02), retries=2),
+        "health_check_interval": 15,
+        "decode_responses": False,
+    }
+    if url.startswith(SENTINEL_SCHEME):
+        parsed = parse_sentinel_url(url)
+        sentinel_kwargs: dict[str, Any] = {
+            "socket_timeout": SOCKET_TIMEOUT_S,
+            "socket_connect_timeout": CONNECT_TIMEOUT_S,
+        }
+        if parsed.sentinel_password:
+            sentinel_kwargs["password"] = parsed.sentinel_password
+        sentinel = Sentinel(  # type: ignore[no-untyped-call]
+            list(parsed.sentinels), sentinel_kwargs=sentinel_kwargs
+        )
+        client: aioredis.Redis = sentinel.master_for(
+            parsed.service,
+            db=parsed.db,
+            username=parsed.username,
+            password=parsed.password,
+            **common,
+        )
+        return client
+    return aioredis.Redis.from_url(url, **common)
 
 
 def unavailable_on_redis_error(
