@@ -21,6 +21,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 
+import grpc
 import structlog
 
 from cacheroute.v1 import admin_pb2, admin_pb2_grpc, agent_pb2
@@ -33,6 +34,7 @@ from controlplane.agent_service import add_to_server as add_agent_service
 from controlplane.auth import AuthInterceptor, caller_name, load_auth_file
 from controlplane.config import ControlPlaneConfig
 from controlplane.controlplane_metrics import ControlPlaneMetrics
+from controlplane.decode_guard import DecodeGuard
 from controlplane.errors import PreconditionError
 from controlplane.key_rate_tracker import RateTracker
 from controlplane.leader import LeaderElector
@@ -124,7 +126,7 @@ class ControlPlane:
         self.leader = LeaderElector(
             stores.leases, self.instance_id, ttl_s=cfg.leader_lease_ttl_s, metrics=self.metrics
         )
-        interceptors = []
+        interceptors: list[grpc.aio.ServerInterceptor] = []
         if cfg.auth_file is not None:
             table = load_auth_file(cfg.auth_file)
             interceptors.append(AuthInterceptor(table, self._auth_refused))
@@ -133,6 +135,7 @@ class ControlPlane:
                 auth_file=str(cfg.auth_file), tokens=len(table.by_hash),
                 subjects=len(table.by_subject),
             )  # fmt: skip
+        interceptors.append(DecodeGuard())  # after auth: credentials are checked first
         self.grpc = GrpcServer(
             cfg.listen, service_names=SERVICE_NAMES, tls=cfg.tls, interceptors=interceptors
         )
