@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
 import grpc
 import pytest
 
-from cacheroute.v1 import admin_pb2, admin_pb2_grpc
+from cacheroute.v1 import admin_pb2, admin_pb2_grpc, agent_pb2, agent_pb2_grpc
 from controlplane.auth import AuthFileError, Role, allowed, load_auth_file, parse_auth, token_hash
 from servekit.tls import ClientTlsConfig, TlsConfig
-from tests.support.controlplane import fast_config
+from tests.support.controlplane import fast_config, report
 from tests.support.controlplane import running as running_plane
 
 PLAN = "/cacheroute.v1.PlanService/"
@@ -114,3 +116,39 @@ async def test_with_mtls_a_certificate_subject_stands_for_a_token(
                 # authorization to the domain check (no such plan)
                 expected = code or grpc.StatusCode.NOT_FOUND
                 assert caught.value.code() == expected, caught.value.details()
+
+
+@pytest.mark.redis
+@pytest.mark.grpc
+async def test_a_node_stays_bound_to_the_agent_identity_that_registered_it(
+    redis_url: str, tmp_path: Path
+) -> None:
+    auth = tmp_path / "auth.yaml"
+    auth.write_text(f"- {{name: rack-7, role: agent, sha256: {token_hash('a7')}}}\n"
+                    f"- {{name: rack-9, role: agent, sha256: {token_hash('a9')}}}\n")  # fmt: skip
+    config = replace(fast_config(redis_url), auth_file=auth)
+    async with running_plane(config) as plane, grpc.aio.insecure_channel(plane.address) as ch:
+        stub = agent_pb2_grpc.AgentServiceStub(ch)
+        first = stub.Connect(metadata=(("authorization", "Bearer a7"),))
+        await first.write(report("n1", address="10.0.0.1:8000", leaving=False))
+        assert isinstance(await first.read(), agent_pb2.AgentDirective)
+        await first.write(report("n1", address="10.0.0.1:8000", leaving=True))
+        await first.done_writing()
+        assert await first.code() == grpc.StatusCode.OK
+        other = stub.Connect(metadata=(("authorization", "Bearer a9"),))
+        await other.write(report("n1", address="10.0.0.1:8000"))
+        assert await other.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "registered to agent identity 'rack-7'" in (await other.details() or "")
+        rejected = plane.metrics.registry.get_sample_value(
+            "cacheroute_controlplane_agent_reports_rejected_total", {"reason": "identity"}
+        )
+        assert rejected == 1
+
+
+@pytest.mark.parametrize("module", ["controlplane", "dataplane", "agents"])
+def test_help_never_shows_secrets_from_the_environment(module: str) -> None:
+    env = dict(os.environ, CACHEROUTE_REDIS_URL="redis://:topsecret@h:1/0",
+               CACHEROUTE_TOKEN="tok-secret")  # fmt: skip
+    shown = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True,
+                           text=True, env=env, timeout=60, check=True)  # fmt: skip
+    assert "topsecret" not in shown.stdout and "tok-secret" not in shown.stdout
