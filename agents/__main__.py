@@ -38,6 +38,7 @@ from agents.agent import Agent, AgentConfig
 from agents.agent_metrics import AgentMetrics
 from dataplane.core.names import InvalidNameError, validate_node_id, validate_pool
 from servekit.flags import (
+    HelpFormatter,
     RepeatedFlag,
     add_log_flags,
 )
@@ -61,7 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m agents",
         description="CacheRoute node agents: scrape engine /metrics, stream NodeReports.",
         epilog=__doc__.split("\n\n", 1)[1] if __doc__ else None,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     add_config_flag(p)
     p.add_argument(

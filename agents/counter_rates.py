@@ -1,6 +1,6 @@
 """Counter deltas between two good scrapes → per-interval rates and the prefix hit rate.
 
-Rules (docs/notes/agents.md):
+Rules (docs/components/agents.md):
 
 - The first good scrape has no interval: no hit rate from counters, throughput 0.
 - A restart is any counter that went down, a new ``process_start_time_seconds``, or a change of

@@ -4,7 +4,7 @@ Every dialect maps to one :class:`EngineSample`. Names move between engine relea
 ``gpu_cache_usage_perc`` → ``kv_cache_usage_perc`` in 0.9; SGLang ``sglang:`` → ``sglang_`` and
 back), so ``auto`` detects the dialect on every scrape, newest names first, and each reader falls
 back to the other generation's names of its engine family. The table of names per dialect is in
-docs/notes/agents.md.
+docs/components/agents.md.
 
 Sums and means run over label sets: vLLM v1 has one series per data-parallel rank (label
 ``engine``), SGLang one per scheduler rank. Counts and capacities are summed; fractions (KV usage,

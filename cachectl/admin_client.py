@@ -128,6 +128,8 @@ class AdminClient:
     def describe(self, exc: grpc.RpcError) -> str:
         code: grpc.StatusCode = exc.code()
         details = _one_line(exc.details() or "")
+        if code is grpc.StatusCode.UNAVAILABLE and details.startswith(("redis ", "store ")):
+            return f"the control plane at {self.address} answered, but its store is down: {details}"
         if code is grpc.StatusCode.UNAVAILABLE:
             return (
                 f"cannot reach the control plane at {self.address} ({details}); "

@@ -14,7 +14,7 @@
 
 Every process the demo starts is stopped on exit, also on an error or Ctrl-C. Why the default
 workload (``tenants``) and load: see :mod:`sim.workloads.tenants` and
-docs/notes/localcluster.md.
+docs/components/localcluster.md.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
-"""``cachectl nodes ...``: the node registry of a control plane.
+"""`cachectl nodes ...`: the node registry of a control plane.
 
-``add`` registers a static destination (no agent: healthy with load 0 until removed or drained),
-``remove`` forgets one, ``drain``/``undrain`` stop or resume routing to any node, ``list`` shows
-every node with its state, load and report age.
+`add` registers a static destination (no agent: healthy with load 0 until removed or drained;
+an id already registered needs --replace), `remove` forgets one (not while a live agent reports
+for it: stop the agent, or drain the node), `drain`/`undrain` stop or resume routing to any
+node, `list` shows every node with its state, load and report age.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ def _add(args: argparse.Namespace) -> int:
         pool=args.pool, node_id=args.node_id, address=args.address, weight=args.weight
     )
     request.actor = actor(args)
+    request.replace = bool(args.replace)
     with connect(args) as client:
         record = client.call(client.nodes.AddNode, request)
     if args.json:
@@ -106,8 +108,15 @@ def register(sub: Any) -> None:
     p = _parser(nodes, "add", "register a static destination (no agent)", _add)
     p.add_argument("node_id", metavar="ID")
     p.add_argument("--address", required=True, metavar="HOST:PORT", help="serving endpoint")
-    p.add_argument("--weight", type=float, default=0.0, help="relative capacity (0 means 1)")
-    p = _parser(nodes, "remove", "forget a node", _remove)
+    p.add_argument(
+        "--weight", type=float, default=0.0, help="relative capacity (0 means 1; default: 0)"
+    )
+    p.add_argument(
+        "--replace", action="store_true", help="change the address or weight of a registered id"
+    )
+    p = _parser(
+        nodes, "remove", "forget a node (refused while a live agent reports for it)", _remove
+    )
     p.add_argument("node_id", metavar="ID")
     _parser(nodes, "list", "nodes with state, load and report age", _list)
     p = _parser(nodes, "drain", "stop routing to a node", lambda a: _set_draining(a, True))

@@ -71,15 +71,34 @@ def _register_build(sub: Any) -> None:
     )
     parser.add_argument("--rates", metavar="RATES.csv", help="CSV with a header and key,rate")
     nodes = parser.add_mutually_exclusive_group()
-    nodes.add_argument("--num-nodes", type=int, metavar="N", help="destinations node-0..node-N-1")
-    nodes.add_argument("--nodes", metavar="A,B,C", help="destination ids, comma-separated")
+    nodes.add_argument(
+        "--num-nodes",
+        type=int,
+        metavar="N",
+        help="destinations node-0..node-N-1 (a plan rolled out later must name the pool's "
+        "registered nodes: prefer --nodes)",
+    )
+    nodes.add_argument(
+        "--nodes", metavar="A,B,C",
+        help="destination ids, comma-separated: the pool's node ids (`cachectl nodes list`)",
+    )  # fmt: skip
     parser.add_argument(
-        "--q-cap", type=float, metavar="Q", help="per-destination load target, req/s"
+        "--q-cap",
+        type=float,
+        metavar="Q",
+        help="per-destination load target, req/s (required with --rates; online default: the "
+        "control plane's --q-cap)",
     )
     parser.add_argument(
-        "--slots-per-node", type=int, metavar="W", help="warm slots per destination"
+        "--slots-per-node",
+        type=int,
+        metavar="W",
+        help="warm slots per destination (required with --rates; online default: the control "
+        "plane's --slots-per-node)",
     )
-    parser.add_argument("--out", metavar="PLAN", help="where to write the plan file")
+    parser.add_argument(
+        "--out", metavar="PLAN", help="where to write the plan file (required with --rates)"
+    )  # fmt: skip
     parser.add_argument("--pool", default="default", help="pool name (default: %(default)s)")
     parser.add_argument(
         "--placement",
@@ -87,7 +106,9 @@ def _register_build(sub: Any) -> None:
         default="lpt",
         help="lpt (CacheRoute) or an ablation: hash, random (default: %(default)s)",
     )
-    parser.add_argument("--seed", type=int, default=0, help="seed of --placement random")
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seed of --placement random (default: 0)"
+    )
     parser.add_argument("--weights", metavar="W1,W2,..", help="capacity weight per destination")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--note", help="online: free text stored with the plan")
@@ -101,7 +122,9 @@ def _register_show(sub: Any) -> None:
     )
     parser.add_argument("plan", metavar="PLAN", help="plan file, or a stored VERSION (online)")
     parser.add_argument("--pool", default="", help="online: pool of VERSION (default: default)")
-    parser.add_argument("--top", type=int, default=10, metavar="N", help="top keys to list")
+    parser.add_argument(
+        "--top", type=int, default=10, metavar="N", help="top keys to list (default: 10)"
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     add_target_flags(parser)
     parser.set_defaults(handler=_show)

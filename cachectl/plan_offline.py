@@ -21,6 +21,7 @@ from cachectl.rates_file import read_rates
 from controlplane.planner import PlanError, PlanInput, build_plan
 from dataplane.core.keys import InvalidKeyError, hash_key, prompt_blocks, validate_key
 from dataplane.core.load_view import LoadView, NodeSet
+from dataplane.core.names import InvalidNameError, validate_node_id, validate_pool
 from dataplane.core.policies import Request, UnknownPolicyError, make_policy
 from dataplane.core.table import MAX_NODES, RoutingTable, TableError
 from dataplane.core.table_codec import decode_table, encode_table
@@ -37,6 +38,11 @@ def node_ids(args: argparse.Namespace) -> list[str]:
         repeated = sorted({node for node in ids if ids.count(node) > 1})
         if repeated:
             raise CliError(f"--nodes: {', '.join(repeated)} listed more than once")
+        for node in ids:  # the control plane's rules, so the plan can be imported and rolled out
+            try:
+                validate_node_id(node)
+            except InvalidNameError as exc:
+                raise CliError(f"--nodes: {exc}") from None
     elif args.num_nodes is not None:
         if not 1 <= args.num_nodes <= MAX_NODES:
             raise CliError(f"--num-nodes must be between 1 and {MAX_NODES}, got {args.num_nodes}")
@@ -78,6 +84,10 @@ def _check_build_flags(args: argparse.Namespace) -> None:
         raise CliError(f"--seed must be between 0 and 2**64 - 1, got {args.seed}")
     if not args.pool:
         raise CliError("--pool must not be empty")
+    try:  # the control plane's rules, so the plan can be imported
+        validate_pool(args.pool)
+    except InvalidNameError as exc:
+        raise CliError(f"--pool: {exc}") from None
     out = Path(args.out)
     if out.is_dir():
         raise CliError(f"--out {out}: is a directory")
@@ -133,7 +143,8 @@ def build(args: argparse.Namespace) -> int:
     out = Path(args.out)
     write_atomically(out, data)
     if args.json:
-        print_json({**plan_report.summary(table), "out": str(out), "bytes": len(data)})
+        summary = plan_report.plan_summary(table, table_bytes=len(data))
+        print_json({**summary, "out": str(out), "bytes": len(data)})
     else:
         print(f"wrote plan {table.version} to {out} ({len(data):,} bytes)")
         print("\n".join(plan_report.summary_lines(table)))
@@ -164,10 +175,10 @@ def show(args: argparse.Namespace, path: Path) -> int:
     if args.json:
         print_json(
             {
-                **plan_report.summary(table),
+                "summary": plan_report.plan_summary(table, table_bytes=path.stat().st_size),
+                "top_keys": plan_report.key_assignments(table, args.top),
                 "path": str(path),
                 "nodes": plan_report.node_rows(table),
-                "top_keys": top,
             }
         )
         return 0
@@ -206,7 +217,7 @@ def route(args: argparse.Namespace, path: Path) -> int:
         print_json(
             {
                 "key": args.key,
-                "key_hash": key_hash,
+                "key_hash": str(key_hash),  # 64-bit: a string, as in every JSON cachectl prints
                 "policy": policy.name,
                 "version": table.version,
                 "node": node,

@@ -1,10 +1,10 @@
 """The online ``plan`` commands: talk to a control plane (``--target HOST:PORT``).
 
-``register(sub)`` adds ``import``, ``list``, ``diff``, ``rollout``, ``rollback`` and ``shadow`` to
-the ``plan`` group; :func:`build` and :func:`show` are the online modes of ``plan build`` (no
-``--rates``: from the live rate estimates) and ``plan show VERSION`` (a stored version), which
-``cachectl.plan_cmd`` dispatches to. Every command takes ``--json`` (one JSON object, the proto3
-JSON mapping of the answer) and otherwise prints aligned tables.
+``register(sub)`` adds ``import``, ``list``, ``diff``, ``rollout``, ``rollback``, ``disable`` and
+``shadow`` to the ``plan`` group; :func:`build` and :func:`show` are the online modes of ``plan
+build`` (no ``--rates``: from the live rate estimates) and ``plan show VERSION`` (a stored
+version), which ``cachectl.plan_cmd`` dispatches to. Every command takes ``--json`` (one JSON
+object, the proto3 JSON mapping of the answer) and otherwise prints aligned tables.
 """
 
 from __future__ import annotations
@@ -34,7 +34,14 @@ from dataplane.core.names import VERSION_PATTERN
 OFFLINE_ONLY_BUILD_FLAGS = ("num_nodes", "nodes", "out", "weights")
 
 
-def _pointer_line(pointer: cluster_pb2.ActivePointer) -> str:
+def pointer_line(pointer: cluster_pb2.ActivePointer) -> str:
+    if not pointer.version and pointer.generation:
+        return (
+            f"pool {pointer.pool}: planned routing disabled at generation {pointer.generation} "
+            f"(Flat-LB, reason no_table; {pointer.action or 'moved'} by {pointer.actor or '?'}, "
+            f"{age_text(pointer.updated_at_unix_ms)} ago; `cachectl plan rollback` restores the "
+            "last plan)"
+        )
     if not pointer.version:
         return f"pool {pointer.pool or '?'}: no active plan"
     return (
@@ -70,10 +77,31 @@ SUMMARY_HEADERS = (
 )  # fmt: skip
 
 
+def destinations_line(check: admin_pb2.DestinationCheck) -> str:
+    """How the plan's destinations match the pool's nodes, for people."""
+    text = (
+        f"destinations: {check.registered} of {check.destinations} registered in the pool, "
+        f"{check.eligible} eligible"
+    )
+    if check.missing:
+        warm = f" ({len(check.missing_warm)} holding warm keys)" if check.missing_warm else ""
+        text += f"; not registered{warm}: {', '.join(check.missing)}"
+    if check.ineligible:
+        text += f"; not eligible: {', '.join(check.ineligible)}"
+    return text
+
+
 def _print_plan(summary: admin_pb2.PlanSummary, verb: str) -> None:
     meta = summary.metadata
     print(f"{verb} {meta.version} in pool {meta.pool}{' (active)' if summary.active else ''}")
     print_table(SUMMARY_HEADERS, _summary_rows([summary]))
+    if summary.HasField("destinations"):
+        print(destinations_line(summary.destinations))
+        if summary.destinations.missing_warm:
+            print(
+                "warning: a rollout of this plan is refused until its warm destinations are "
+                "registered nodes of the pool (`cachectl nodes list`), or forced with --force"
+            )
 
 
 # -- handlers ---------------------------------------------------------------------------------
@@ -178,7 +206,7 @@ def _list(args: argparse.Namespace) -> int:
     pointer = cluster_pb2.ActivePointer(pool=args.pool or "default")
     if listed.HasField("active"):
         pointer = listed.active
-    print(_pointer_line(pointer))
+    print(pointer_line(pointer))
     print_table(SUMMARY_HEADERS, _summary_rows(list(listed.plans)))
     return 0
 
@@ -212,7 +240,7 @@ def _print_pointer(args: argparse.Namespace, pointer: cluster_pb2.ActivePointer)
     if args.json:
         print_json(to_json(pointer))
     else:
-        print(_pointer_line(pointer))
+        print(pointer_line(pointer))
     return 0
 
 
@@ -220,10 +248,35 @@ def _rollout(args: argparse.Namespace) -> int:
     request = admin_pb2.RolloutRequest(
         pool=args.pool or "", version=args.version, actor=actor_of(args), reason=args.reason or ""
     )
+    request.force = bool(args.force)
     if args.expect_generation is not None:
         request.expected_generation = args.expect_generation
     with connect(args) as client:
-        return _print_pointer(args, client.call(client.plans.Rollout, request))
+        pointer = client.call(client.plans.Rollout, request)
+        try:
+            shown = client.call(
+                client.plans.GetPlan,
+                admin_pb2.GetPlanRequest(pool=pointer.pool, version=pointer.version, top_keys=1),
+            )
+            check: admin_pb2.DestinationCheck | None = shown.summary.destinations
+        except AdminError:  # rolled out (forced) but not readable: the routers will NACK it
+            check = None
+    if args.json:
+        print_json({**to_json(pointer), "destinations": to_json(check) if check else None})
+        return 0
+    print(pointer_line(pointer))
+    print(destinations_line(check) if check else "destinations: not checked (plan unreadable)")
+    return 0
+
+
+def _disable(args: argparse.Namespace) -> int:
+    request = admin_pb2.DisablePlanRequest(
+        pool=args.pool or "", actor=actor_of(args), reason=args.reason or ""
+    )
+    if args.expect_generation is not None:
+        request.expected_generation = args.expect_generation
+    with connect(args) as client:
+        return _print_pointer(args, client.call(client.plans.DisablePlan, request))
 
 
 def _rollback(args: argparse.Namespace) -> int:
@@ -290,11 +343,23 @@ def register(sub: Any) -> None:
     for name, help_text, handler in (
         ("rollout", "make a stored version active (compare-and-set)", _rollout),
         ("rollback", "re-activate an earlier version under a new generation", _rollback),
+        (
+            "disable",
+            "turn planned routing off: a new generation with no table (Flat-LB, no_table); "
+            "`plan rollback` restores the last plan",
+            _disable,
+        ),
     ):
         p = _parser(sub, name, help_text, handler)
         if name == "rollout":
             p.add_argument("version", metavar="VERSION", help="plan version (p + 16 hex digits)")
-        else:
+            p.add_argument(
+                "--force",
+                action="store_true",
+                help="roll out although a check refuses (warm destinations that are not "
+                "registered nodes); recorded in the audit with the actor",
+            )
+        elif name == "rollback":
             p.add_argument("--to", metavar="VERSION", help="default: the previous active one")
         p.add_argument(
             "--expect-generation", type=_generation, metavar="G",

@@ -1,15 +1,48 @@
-"""How a plan is shown: one summary (JSON fields and human lines), destinations and top keys.
+"""How a plan is shown: one summary (JSON and human lines), destinations and top keys.
 
-Shared by every ``plan`` subcommand that describes a plan, whether it came from a file or, later,
-from the control plane, so the two never drift apart in field names.
+Shared by every `plan` subcommand that describes a plan file. The JSON has the shape the control
+plane answers with for a stored plan (`PlanSummary`, `GetPlanResponse` in the proto3 JSON
+mapping: 64-bit integers as strings, fields under `metadata`), so a script reads a plan file's
+`plan show --json` and a stored version's the same way.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from google.protobuf.json_format import MessageToDict
+
 from cachectl.output import format_table
+from cacheroute.v1 import table_pb2
 from dataplane.core.table import RoutingTable
+from dataplane.core.table_codec import params_to_proto, stats_to_proto
+
+
+def plan_summary(table: RoutingTable, *, table_bytes: int) -> dict[str, Any]:
+    """A plan file as the control plane's ``PlanSummary`` JSON (not stored, so not active)."""
+    meta = table_pb2.PlanMetadata(
+        pool=table.pool,
+        version=table.version,
+        content_hash=table.content_hash,
+        created_at_unix_ms=table.created_at_unix_ms,
+        source="file",
+        params=params_to_proto(table.params),
+        stats=stats_to_proto(table.stats),
+        table_bytes=table_bytes,
+    )
+    as_json = MessageToDict(
+        meta, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+    )
+    return {"metadata": as_json, "active": False}
+
+
+def key_assignments(table: RoutingTable, limit: int) -> list[dict[str, Any]]:
+    """The top keys as the control plane's ``KeyAssignment`` JSON (key_hash as a string)."""
+    return [
+        {"key_hash": str(row["key_hash"]), "key": row["key"], "rate": row["rate"],
+         "node_ids": row["destinations"]}
+        for row in top_key_rows(table, limit)
+    ]  # fmt: skip
 
 
 def summary(table: RoutingTable) -> dict[str, Any]:

@@ -3,13 +3,14 @@
 * ``run``: one policy at one QPS; a summary line, or one JSON object with ``--json``.
 * ``capacity``: policies x QPS ladder x seeds over worker processes; a paper-like table (KV hit,
   capacity at each SLO with its 95% Student-t interval, p99 TTFT at the reference QPS,
-  imbalance), ``--json OUT`` with a ``results`` list, ``--plot OUT.png`` (p99 TTFT vs QPS).
+  imbalance), ``--out OUT`` (or ``--json`` to stdout) with a ``results`` list, ``--plot
+  OUT.png`` (p99 TTFT vs QPS).
 * ``ablation``: the mechanism study, the same search over Flat-LB, + affinity
   (``affinity_only``), + replication with random placement (``replicate_random``) and + LPT
   (``cacheroute``).
 
 Defaults come from the workload's preset (:mod:`sim.presets`) and the simulator's modules; every
-one is spelled out in ``--help`` and in docs/notes/simulator.md.
+one is spelled out in ``--help`` and in docs/components/simulator.md.
 """
 
 from __future__ import annotations
@@ -222,14 +223,23 @@ def _study(args: argparse.Namespace, policies: tuple[str, ...], title: str) -> i
     print(f"\n{len(records)} runs in {elapsed:.1f} s", file=sys.stderr)
     results = summarize_policies(records, slos, ref_qps)
     print(f"{title}: {args.workload}, {settings.nodes} x {settings.profile.name}, "
-          f"q_cap {settings.q_cap:.3f}, seeds {','.join(map(str, seeds))}")  # fmt: skip
+          f"q_cap {settings.q_cap:.3f}, seeds {','.join(map(str, seeds))}",
+          file=sys.stderr if args.json == "-" else sys.stdout)  # fmt: skip
     headers, rows = table_rows(results, slos, ref_qps)
-    print_table(headers, rows)
-    if args.json:
+    to_stdout = args.json == "-"  # --json: stdout holds the JSON only; the table goes to stderr
+    print_table(headers, rows, out=sys.stderr if to_stdout else None)
+    out = args.out or (None if args.json in (None, "-") else args.json)
+    if args.json not in (None, "-") and args.out is None:
+        print(f"cachectl: warning: --json {args.json} is deprecated; use --out {args.json}",
+              file=sys.stderr)  # fmt: skip
+    if out or to_stdout:
         document = study_document(
             args.workload, policies, ladder, seeds, slos, ref_qps, settings, records, elapsed
         )
-        Path(args.json).write_text(json.dumps(document, indent=1) + "\n")
+        if out:
+            Path(out).write_text(json.dumps(document, indent=1) + "\n")
+        if to_stdout:
+            print_json(document)
     if args.plot:
         source = f" ({Path(args.trace).name})" if args.trace else ""
         plot(results, slos, args.plot, title=f"{title}: {args.workload}{source}")
@@ -292,7 +302,15 @@ def _study_flags(parser: argparse.ArgumentParser) -> None:
         help="simulated arrival window per run (default 75 s)")  # fmt: skip
     add("--jobs", type=int, default=default_jobs(), metavar="N",
         help="worker processes (default: CPU count)")  # fmt: skip
-    add("--json", metavar="OUT", help="write the results as JSON")
+    add(
+        "--json",
+        nargs="?",
+        const="-",
+        metavar="OUT",
+        help="print the results as one JSON "
+        "object (--json OUT, which writes OUT, still works but is deprecated: use --out OUT)",
+    )
+    add("--out", metavar="OUT", help="write the results as JSON to OUT")  # fmt: skip
     add("--plot", metavar="OUT.png", help="draw p99 TTFT vs offered QPS per policy")
 
 

@@ -1,17 +1,23 @@
-"""``cachectl status``: per pool, the active version and generation, which routers applied it
-(ACK) or refused it (NACK, with the reason), node loads and staleness; and the leader."""
+"""`cachectl status`: the store and the leader; per pool, the active version and generation,
+how its destinations match the registered nodes, which routers applied it (ACK) or refused it
+(NACK, with the reason) and which stopped reporting, node loads and staleness."""
 
 from __future__ import annotations
 
 import argparse
+import time
 from typing import Any
 
 from cachectl.admin_client import add_target_flags, age_text, connect, to_json
 from cachectl.nodes_cmd import HEADERS as NODE_HEADERS
 from cachectl.nodes_cmd import node_rows
 from cachectl.output import print_json, print_table
-from cacheroute.v1 import admin_pb2
+from cachectl.plan_online import destinations_line, pointer_line
+from cacheroute.v1 import admin_pb2, cluster_pb2
 
+# Routers re-send their ACK every few seconds (--ack-interval, 5 s): one silent for longer than
+# this has stopped (or cannot reach the store).
+STALE_ROUTER_MS = 20_000
 ROUTER_HEADERS = (
     "ROUTER",
     "ADDRESS",
@@ -48,14 +54,12 @@ def router_rows(pool: admin_pb2.PoolStatus) -> list[list[object]]:
 
 def _print_pool(pool: admin_pb2.PoolStatus) -> None:
     active = pool.active
-    if active.version:
-        print(
-            f"pool {pool.pool}: active {active.version} generation {active.generation} "
-            f"({active.action or 'moved'} by {active.actor or '?'}, "
-            f"{age_text(active.updated_at_unix_ms)} ago)"
-        )
-    else:
-        print(f"pool {pool.pool}: no active plan")
+    pointer = cluster_pb2.ActivePointer()
+    pointer.CopyFrom(active)
+    pointer.pool = pool.pool
+    print(pointer_line(pointer))
+    if pool.HasField("active_destinations"):
+        print(f"  {destinations_line(pool.active_destinations)}")
     if pool.routers:
         acked = sum(
             1
@@ -63,6 +67,13 @@ def _print_pool(pool: admin_pb2.PoolStatus) -> None:
             if a.accepted and a.generation == active.generation and a.version == active.version
         )
         print(f"  routers: {acked} of {len(pool.routers)} applied generation {active.generation}")
+        now_ms = int(time.time() * 1000)
+        stale = [a for a in pool.routers if 0 < a.at_unix_ms < now_ms - STALE_ROUTER_MS]
+        if stale:
+            names = ", ".join(
+                f"{a.router_id} ({age_text(a.at_unix_ms, now_ms)} ago)" for a in stale
+            )
+            print(f"  routers that stopped reporting: {names}")
         print_table(ROUTER_HEADERS, router_rows(pool))
     else:
         print("  routers: none reported")
@@ -80,6 +91,8 @@ def _status(args: argparse.Namespace) -> int:
         return 0
     leader = status.leader_id or "none"
     print(f"leader: {leader}{' (this instance)' if status.is_leader else ''}")
+    if status.store:
+        print(f"store: {status.store}")
     if not status.pools:
         print("no pools yet")
     for i, pool in enumerate(status.pools):

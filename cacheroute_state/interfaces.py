@@ -86,6 +86,8 @@ class PlanStore(ABC):
 
         ``expected_generation`` is the generation the caller saw (0: no pointer yet). Raises
         ConflictError when the pointer moved meanwhile, PlanNotFoundError for an unknown version.
+        An empty ``version`` means no table (planned routing disabled); it is never listed among
+        :meth:`previous_versions`.
         """
 
     @abstractmethod

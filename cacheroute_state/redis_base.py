@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar
-from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote
 
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
@@ -18,6 +17,7 @@ from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from cacheroute_state.interfaces import StoreUnavailableError
+from cacheroute_state.urls import SENTINEL_SCHEME
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -26,25 +26,6 @@ T = TypeVar("T")
 # and try again on their next timer tick, so a long blocking retry here would only add latency.
 SOCKET_TIMEOUT_S = 2.0
 CONNECT_TIMEOUT_S = 1.0
-
-
-def redact_url(url: str) -> str:
-    """``url`` with any password replaced by ``***`` (for logs: a Redis URL may carry one)."""
-    if url.startswith(SENTINEL_SCHEME):
-        hidden = re.sub(r"^(redis\+sentinel://[^:@/]*):[^@/]*@", r"\1:***@", url)
-        return re.sub(r"(sentinel_password=)[^&]*", r"\1***", hidden)
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    netloc = f"{user}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
-
-
-SENTINEL_SCHEME = "redis+sentinel://"
 
 
 @dataclass(frozen=True)

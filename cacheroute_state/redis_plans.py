@@ -31,13 +31,15 @@ return false
 
 # KEYS: active, plans-zset, previous, audit. ARGV: version, expected generation, pointer bytes,
 # audit bytes, hint channel, new generation. Returns {1, gen} | {0, current} | {-1, current}.
+# An empty version (no table: planned routing disabled) needs no stored plan and is never pushed
+# onto the previous-versions list.
 _MOVE_ACTIVE = f"""
 local current = tonumber(redis.call('HGET', KEYS[1], 'generation') or '0')
 if current ~= tonumber(ARGV[2]) then return {{0, current}} end
-if not redis.call('ZSCORE', KEYS[2], ARGV[1]) then return {{-1, current}} end
+if ARGV[1] ~= '' and not redis.call('ZSCORE', KEYS[2], ARGV[1]) then return {{-1, current}} end
 local previous = redis.call('HGET', KEYS[1], 'version')
 redis.call('HSET', KEYS[1], 'generation', ARGV[6], 'version', ARGV[1], 'pb', ARGV[3])
-if previous and previous ~= ARGV[1] then
+if previous and previous ~= '' and previous ~= ARGV[1] then
   redis.call('LPUSH', KEYS[3], previous)
   redis.call('LTRIM', KEYS[3], 0, {PREVIOUS_KEPT - 1})
 end

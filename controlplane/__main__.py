@@ -40,7 +40,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"controlplane: error: {exc}", file=sys.stderr)
         return 2
     configure_logging("controlplane", json=config.log_json, level=config.log_level)
-    return asyncio.run(serve(config))
+    try:
+        return asyncio.run(serve(config))
+    except KeyboardInterrupt:  # Ctrl-C before the signal handlers were set
+        return 130
 
 
 if __name__ == "__main__":

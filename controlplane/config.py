@@ -13,8 +13,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from cacheroute_state.embedded import DEFAULT_PORT, default_data_dir
 from controlplane.report_checks import parse_networks
 from servekit.flags import (
+    HelpFormatter,
     add_log_flags,
     add_server_tls_flags,
     non_negative_float,
@@ -32,7 +34,12 @@ LEADER_LEASE = "controlplane"
 class ControlPlaneConfig:
     listen: str = "127.0.0.1:50051"
     redis_url: str = ""
+    # The embedded Redis (no redis_url): fixed port, AOF under redis_data_dir (None: the default
+    # folder for a fixed port, none for port 0) unless redis_persistence is off.
     redis_data_dir: Path | None = None
+    redis_persistence: bool = True
+    embedded_redis_port: int = DEFAULT_PORT
+    embedded_redis_bind: str = "127.0.0.1"
     instance_id: str = ""
     metrics_listen: str = "127.0.0.1:9091"
     load_publish_interval_s: float = 0.25
@@ -61,6 +68,14 @@ class ControlPlaneConfig:
         """The report interval the control plane asks agents for: one report per snapshot."""
         return max(1, round(self.load_publish_interval_s * 1000))
 
+    def embedded_data_dir(self) -> Path | None:
+        """Where the embedded Redis persists, or None for an ephemeral one."""
+        if not self.redis_persistence:
+            return None
+        if self.redis_data_dir is not None:
+            return self.redis_data_dir
+        return default_data_dir(self.embedded_redis_port) if self.embedded_redis_port else None
+
     def resolved_instance_id(self) -> str:
         return self.instance_id or f"{socket.gethostname()}:{os.getpid()}"
 
@@ -70,16 +85,34 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m controlplane",
         description="CacheRoute control plane: agent registry, load snapshots, rate estimation, "
         "planning and the admin API used by cachectl.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     add = parser.add_argument
     add("--listen", default="127.0.0.1:50051", help="gRPC HOST:PORT (port 0: any free port)")
-    add("--redis-url", default="", help="redis://host:port/db; empty: start an embedded Redis")
+    add(
+        "--redis-url",
+        default="",
+        help="redis://host:port/db; empty: run an embedded Redis, supervised (restarted when it "
+        "dies), on --embedded-redis-port",
+    )
+    add(
+        "--embedded-redis-port",
+        type=non_negative_int,
+        default=DEFAULT_PORT,
+        help="port of the embedded Redis, fixed so routers find it after a restart "
+        "(--redis-url redis://HOST:PORT/0); 0: any free port",
+    )
+    add(
+        "--embedded-redis-bind",
+        default="127.0.0.1",
+        help="listen address of the embedded Redis (0.0.0.0: reachable by routers elsewhere)",
+    )
     add(
         "--redis-data-dir",
-        type=Path,
-        default=None,
-        help="make the embedded Redis persistent (AOF) in this folder",
+        default="",
+        help="folder of the embedded Redis's AOF persistence; empty: "
+        "$XDG_STATE_HOME/cacheroute/redis-PORT (~/.local/state/...) for a fixed port, none for "
+        "port 0; 'off': no persistence",
     )
     add("--instance-id", default="", help="this instance's id (default: HOSTNAME:PID)")
     add(
@@ -191,7 +224,10 @@ def parse_config(
     return ControlPlaneConfig(
         listen=args.listen,
         redis_url=args.redis_url,
-        redis_data_dir=args.redis_data_dir,
+        redis_data_dir=None if args.redis_data_dir in ("", "off") else Path(args.redis_data_dir),
+        redis_persistence=args.redis_data_dir != "off",
+        embedded_redis_port=args.embedded_redis_port,
+        embedded_redis_bind=args.embedded_redis_bind,
         instance_id=args.instance_id,
         metrics_listen=metrics_listen,
         load_publish_interval_s=args.load_publish_interval,

@@ -6,7 +6,8 @@ until ``0.8 x ttl`` after the start of its last successful renewal, which is bef
 expire the lease, so two instances never both act as leader (assuming clocks that tick at similar
 rates). When the leader stops renewing (crash, partition), another instance acquires the lease
 within ``ttl + ttl / 3``; a graceful stop releases it at once. Each acquisition starts a new
-*term*: the leader's loops reload their state from Redis when the term changes.
+*term*, and so does leadership regained after it lapsed locally (a renewal that hung past
+the safety window): the leader's loops reload their state from Redis when the term changes.
 """
 
 from __future__ import annotations
@@ -57,9 +58,12 @@ class LeaderElector:
         except StoreUnavailableError as exc:
             log.warning("lease renewal failed", error=str(exc), leading=self.is_leader)
             held = False
+        # Leadership that lapsed while the call was in flight (a slow or paused Redis) resumes as
+        # a new term: another instance may have led in the gap, so the loops must reload.
+        continuing = self.is_leader
         if held:
             self._valid_until = started + SAFETY * self.ttl_s
-            if not was_leader:
+            if self.is_leader and not continuing:
                 self.term += 1
                 log.info("became leader", instance=self.instance_id, term=self.term)
         elif was_leader:  # someone else holds it, or Redis is away: stop acting as leader now

@@ -39,6 +39,7 @@ class NodeServicer(admin_pb2_grpc.NodeServiceServicer):
             actor=actor_of(request.actor, context),
             now_ms=_now_ms(),
             liveness=self._liveness,
+            replace=request.replace,
         )
 
     @rpc
@@ -51,6 +52,7 @@ class NodeServicer(admin_pb2_grpc.NodeServiceServicer):
             node_id=request.node_id,
             actor=actor_of(request.actor, context),
             now_ms=_now_ms(),
+            liveness=self._liveness,
         )
         return admin_pb2.RemoveNodeResponse(removed=removed)
 

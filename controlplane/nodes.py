@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from cacheroute.v1 import admin_pb2, cluster_pb2
 from cacheroute_state import Stores
 from cacheroute_state.interfaces import ReportRecord
-from controlplane.errors import NodeIdTakenError, NodeNotFoundError
+from controlplane.errors import NodeIdTakenError, NodeNotFoundError, PreconditionError
 from dataplane.core.names import validate_node_id, validate_pool
 
 
@@ -153,8 +153,11 @@ async def add_static_node(
     actor: str,
     now_ms: int,
     liveness: Liveness,
+    replace: bool = False,
 ) -> cluster_pb2.NodeRecord:
-    """Register (or update) a static destination; refused while a live agent owns the id."""
+    """Register a static destination; refused while a live agent owns the id, and for an id
+    already registered as static unless ``replace`` (a typo must not silently move a node). A
+    departed agent's id may be taken over."""
     pool = validate_pool(pool)
     validate_node_id(node_id)
     validate_address(address)
@@ -167,6 +170,11 @@ async def add_static_node(
             f"{report.report.address}); pick another id or stop that agent first"
         )
     existing = await stores.cluster.get_node(pool, node_id)
+    if existing is not None and existing.static and not replace:
+        raise NodeIdTakenError(
+            f"node {node_id} is already registered in pool {pool} (static, address "
+            f"{existing.address}, weight {existing.weight:g}); pass --replace to change it"
+        )
     record = cluster_pb2.NodeRecord(
         node_id=node_id,
         pool=pool,
@@ -183,10 +191,30 @@ async def add_static_node(
     return record
 
 
-async def remove_node(stores: Stores, *, pool: str, node_id: str, actor: str, now_ms: int) -> bool:
-    """Forget a node. An agent that still streams for it is cut off and must rejoin."""
+async def remove_node(
+    stores: Stores,
+    *,
+    pool: str,
+    node_id: str,
+    actor: str,
+    now_ms: int,
+    liveness: Liveness | None = None,
+) -> bool:
+    """Forget a node. Refused (with ``liveness``) while a live agent reports for it: the agent
+    would re-register it on its next report, so the removal would not stick."""
     pool = validate_pool(pool)
     validate_node_id(node_id)
+    if liveness is not None:
+        report = await stores.cluster.get_report(pool, node_id)
+        record = await stores.cluster.get_node(pool, node_id)
+        if record is not None and not record.static and not is_down(report, now_ms, liveness):
+            assert report is not None
+            raise PreconditionError(
+                f"node {node_id} in pool {pool} is managed by a live agent (reporting from "
+                f"{report.report.address}); removing it would not stick, the agent re-registers "
+                f"it: stop that agent (it leaves the pool), or `cachectl nodes drain {node_id}` "
+                "to stop routing to it"
+            )
     removed = await stores.cluster.remove_node(pool, node_id)
     await stores.cluster.remove_report(pool, node_id)
     if removed:

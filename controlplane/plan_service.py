@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import grpc
@@ -15,7 +16,16 @@ from controlplane.errors import NotBuiltError
 from controlplane.live_plan import BuildRequest, PlanDefaults, build_live_plan
 from controlplane.nodes import Liveness
 from controlplane.plan_diff import diff_plans
-from controlplane.plans import get_plan, import_plan, list_plans, read_plan, rollback, rollout
+from controlplane.plans import (
+    disable,
+    get_plan,
+    import_plan,
+    list_plans,
+    read_plan,
+    rollback,
+    rollout,
+)
+from controlplane.rollout_gates import DestinationGate, RolloutGate
 from controlplane.rpc import actor_of, rpc
 from controlplane.status import cluster_status
 from dataplane.core.table_codec import decode_table
@@ -29,7 +39,7 @@ def _now_ms() -> int:
 
 
 def _expected_generation(
-    request: admin_pb2.RolloutRequest | admin_pb2.RollbackRequest,
+    request: admin_pb2.RolloutRequest | admin_pb2.RollbackRequest | admin_pb2.DisablePlanRequest,
 ) -> int | None:
     """The generation the caller saw, None when it named none (rollout and rollback alike)."""
     return request.expected_generation if request.HasField("expected_generation") else None
@@ -44,12 +54,19 @@ class PlanServicer(admin_pb2_grpc.PlanServiceServicer):
         defaults: PlanDefaults,
         liveness: Liveness,
         instance_id: str,
+        gates: Sequence[RolloutGate] | None = None,
+        store: str = "",
     ) -> None:
         self._stores = stores
         self._metrics = metrics
         self._defaults = defaults
         self._liveness = liveness
         self._instance_id = instance_id
+        self._store = store
+        # Every rollout passes these (or is forced past them); see controlplane.rollout_gates.
+        self.gates: list[RolloutGate] = (
+            list(gates) if gates is not None else [DestinationGate(liveness)]
+        )
 
     @rpc
     async def BuildPlan(  # noqa: N802
@@ -79,7 +96,12 @@ class PlanServicer(admin_pb2_grpc.PlanServiceServicer):
     ) -> admin_pb2.PlanSummary:
         actor = actor_of(request.actor, context)
         return await import_plan(
-            self._stores, request.table, actor=actor, note=request.note, now_ms=_now_ms()
+            self._stores,
+            request.table,
+            actor=actor,
+            note=request.note,
+            now_ms=_now_ms(),
+            liveness=self._liveness,
         )
 
     @rpc
@@ -98,6 +120,8 @@ class PlanServicer(admin_pb2_grpc.PlanServiceServicer):
             request.version,
             top_keys=request.top_keys,
             include_table=request.include_table,
+            now_ms=_now_ms(),
+            liveness=self._liveness,
         )
 
     @rpc
@@ -132,6 +156,21 @@ class PlanServicer(admin_pb2_grpc.PlanServiceServicer):
             _expected_generation(request),
             actor=actor_of(request.actor, context),
             reason=request.reason,
+            force=request.force,
+            gates=self.gates,
+            now_ms=_now_ms(),
+        )
+
+    @rpc
+    async def DisablePlan(  # noqa: N802
+        self, request: admin_pb2.DisablePlanRequest, context: Context
+    ) -> cluster_pb2.ActivePointer:
+        return await disable(
+            self._stores,
+            request.pool,
+            _expected_generation(request),
+            actor=actor_of(request.actor, context),
+            reason=request.reason,
         )
 
     @rpc
@@ -157,4 +196,5 @@ class PlanServicer(admin_pb2_grpc.PlanServiceServicer):
             now_ms=_now_ms(),
             liveness=self._liveness,
             instance_id=self._instance_id,
+            store=self._store,
         )

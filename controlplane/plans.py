@@ -1,4 +1,4 @@
-"""Plan operations behind PlanService: import, list, show, rollout and rollback.
+"""Plan operations behind PlanService: import, list, show, rollout, rollback and disable.
 
 Plans are immutable versions in the store; the active pointer moves only by compare-and-set, so
 every control-plane instance may serve these calls. A rollout or rollback without an expected
@@ -6,19 +6,32 @@ generation uses the generation read just before the move, so of two concurrent m
 same generation exactly one wins and the other gets a :class:`ConflictError` that names the
 generation, version and actor that won. Every write is audited with its actor (pointer moves by
 the store's Lua script, imports here); importing content that is already stored is not a write.
+
+A rollout first runs its gates (:mod:`controlplane.rollout_gates`); ``force`` goes past their
+refusals and records them in the audit. ``disable`` moves the pointer to no table (empty
+version) under a new generation; a rollback from there re-activates the last plan.
 """
 
 from __future__ import annotations
 
 import asyncio
 import datetime
+from collections.abc import Sequence
 
 from cacheroute.v1 import admin_pb2, cluster_pb2, table_pb2
 from cacheroute_state import Stores
 from cacheroute_state.interfaces import ConflictError, PlanNotFoundError
 from controlplane.errors import PreconditionError
+from controlplane.nodes import Liveness
+from controlplane.rollout_gates import (
+    Refusal,
+    RolloutGate,
+    check_destinations,
+    refuse_or_force,
+    run_gates,
+)
 from dataplane.core.names import validate_pool, validate_version
-from dataplane.core.table import RoutingTable
+from dataplane.core.table import RoutingTable, TableError
 from dataplane.core.table_codec import (
     decode_table,
     params_to_proto,
@@ -74,9 +87,16 @@ async def store_plan(
 
 
 async def import_plan(
-    stores: Stores, msg: table_pb2.RoutingTable, *, actor: str, note: str, now_ms: int
+    stores: Stores,
+    msg: table_pb2.RoutingTable,
+    *,
+    actor: str,
+    note: str,
+    now_ms: int,
+    liveness: Liveness | None = None,
 ) -> admin_pb2.PlanSummary:
-    """Validate a table built elsewhere (by decoding it, hash included) and store it."""
+    """Validate a table built elsewhere (by decoding it, hash included) and store it; with
+    ``liveness``, the answer says how its destinations match the pool's nodes."""
     if msg.ByteSize() == 0:
         raise ValueError("the request has no table")
     table = await asyncio.to_thread(table_from_proto, msg)
@@ -85,7 +105,10 @@ async def import_plan(
     meta = metadata_for(
         table, created_by=actor, source="import", note=note, table_bytes=len(data), now_ms=now_ms
     )
-    return await store_plan(stores, data, meta, action="import")
+    stored = await store_plan(stores, data, meta, action="import")
+    if liveness is not None:
+        stored.destinations.CopyFrom(await check_destinations(stores, table, now_ms, liveness))
+    return stored
 
 
 async def list_plans(stores: Stores, pool: str, limit: int) -> admin_pb2.ListPlansResponse:
@@ -116,12 +139,23 @@ async def read_plan(
 
 
 async def get_plan(
-    stores: Stores, pool: str, version: str, *, top_keys: int, include_table: bool
+    stores: Stores,
+    pool: str,
+    version: str,
+    *,
+    top_keys: int,
+    include_table: bool,
+    now_ms: int = 0,
+    liveness: Liveness | None = None,
 ) -> admin_pb2.GetPlanResponse:
-    """A plan's metadata, its highest-rate keys with their destinations, optionally the table."""
+    """A plan's metadata, its highest-rate keys with their destinations, optionally the table;
+    with ``liveness``, how its destinations match the pool's nodes."""
     meta, data = await read_plan(stores, pool, version)
     table = await asyncio.to_thread(decode_table, data, verify_hash=False)
     response = admin_pb2.GetPlanResponse(summary=await summary(stores, meta))
+    if liveness is not None:
+        found = await check_destinations(stores, table, now_ms, liveness)
+        response.summary.destinations.CopyFrom(found)
     for label in table.top_keys[: top_keys or DEFAULT_TOP_KEYS]:
         response.top_keys.append(
             admin_pb2.KeyAssignment(
@@ -193,12 +227,49 @@ async def rollout(
     *,
     actor: str,
     reason: str,
+    force: bool = False,
+    gates: Sequence[RolloutGate] = (),
+    now_ms: int = 0,
 ) -> cluster_pb2.ActivePointer:
+    """Activate ``version`` once every gate passes (or ``force``: audited with what it forced)."""
     pool = validate_pool(pool)
     validate_version(version)
+    if gates:
+        _, data = await read_plan(stores, pool, version)
+        try:
+            table = await asyncio.to_thread(decode_table, data, verify_hash=False)
+        except TableError as exc:  # stored bytes gone bad: every router would NACK it
+            refusal = Refusal("table", f"the stored table does not decode: {exc}")
+            forced = refuse_or_force([refusal], pool, version, force=force)
+        else:
+            forced = await run_gates(list(gates), stores, table, force=force, now_ms=now_ms)
+        if forced:
+            reason = f"{reason}; {forced}" if reason else forced
     return await _move(
         stores, pool, version, expected_generation, actor=actor, action="rollout", reason=reason
     )
+
+
+async def disable(
+    stores: Stores, pool: str, expected_generation: int | None, *, actor: str, reason: str
+) -> cluster_pb2.ActivePointer:
+    """Point the pool at no table under a new generation: routers fall back to Flat-LB."""
+    pool = validate_pool(pool)
+    current = await stores.plans.get_active(pool)
+    if current is None or not current.version:
+        raise PreconditionError(
+            f"pool {pool} has no active plan; its routers already route by Flat-LB (no_table)"
+        )
+    if expected_generation is None:
+        expected_generation = current.generation
+    try:
+        return await stores.plans.move_active(
+            pool, "", expected_generation=expected_generation, actor=actor, action="disable",
+            detail=reason,
+        )  # fmt: skip
+    except ConflictError as exc:
+        message = conflict_message(pool, expected_generation, exc.current)
+        raise ConflictError(message, exc.current) from exc
 
 
 async def rollback(

@@ -26,9 +26,9 @@ import structlog
 
 from cacheroute.v1 import admin_pb2, admin_pb2_grpc, agent_pb2
 from cacheroute_state import Stores, open_stores
-from cacheroute_state.embedded import EmbeddedRedis
+from cacheroute_state.embedded import EmbeddedRedis, EmbeddedRedisError
 from cacheroute_state.interfaces import StoreUnavailableError
-from cacheroute_state.redis_base import redact_url
+from cacheroute_state.urls import redacted
 from controlplane.agent_service import AgentServicer
 from controlplane.agent_service import add_to_server as add_agent_service
 from controlplane.auth import AuthInterceptor, caller_name, load_auth_file
@@ -48,6 +48,7 @@ from servekit.grpc_server import GrpcServer
 from servekit.metrics_endpoint import MetricsEndpoint
 
 log = structlog.get_logger("controlplane")
+EMBEDDED_CHECK_S = 0.5
 
 SERVICE_NAMES = tuple(
     d.services_by_name[name].full_name
@@ -113,14 +114,18 @@ class ControlPlane:
     async def start(self) -> None:
         cfg = self.config
         if not self.redis_url:
-            self.embedded = await asyncio.to_thread(
-                EmbeddedRedis(data_dir=cfg.redis_data_dir).start
+            data_dir = cfg.embedded_data_dir()
+            self.embedded = EmbeddedRedis(
+                port=cfg.embedded_redis_port, data_dir=data_dir, bind=cfg.embedded_redis_bind
             )
+            self.embedded.spawn()  # on this (the loop's) thread: the parent-death signal
+            await asyncio.to_thread(self.embedded.wait_ready)
             self.redis_url = self.embedded.url
             log.info(
                 "started embedded redis",
-                redis_url=redact_url(self.redis_url),
-                data_dir=str(cfg.redis_data_dir) if cfg.redis_data_dir else None,
+                redis_url=redacted(self.redis_url),
+                data_dir=str(data_dir) if data_dir else None,
+                pid=self.embedded.pid,
             )
         stores = self.stores = open_stores(self.redis_url)
         self.leader = LeaderElector(
@@ -156,6 +161,7 @@ class ControlPlane:
                 defaults=self.defaults,
                 liveness=self.liveness,
                 instance_id=self.instance_id,
+                store=self.store_description(),
             ),
             self.grpc.server,
         )
@@ -167,13 +173,47 @@ class ControlPlane:
             self.metrics_endpoint = MetricsEndpoint(self.metrics.registry, host, int(port))
         await self.grpc.start()
         self._start_loops()
+        if self.embedded is not None:
+            self._tasks.append(asyncio.create_task(self._supervise_embedded(), name="redis"))
         log.info(
             "control plane serving",
             listen=self.address,
             instance=self.instance_id,
-            redis_url=redact_url(self.redis_url),
+            redis_url=redacted(self.redis_url),
+            embedded_redis=self.embedded is not None,
             metrics=self.metrics_endpoint.url if self.metrics_endpoint else None,
         )
+
+    def store_description(self) -> str:
+        """The store as `cachectl status` shows it (never with a password)."""
+        text = redacted(self.redis_url)
+        if self.embedded is not None:
+            data_dir = self.embedded.data_dir
+            where = f"AOF in {data_dir}" if data_dir else "not persistent"
+            text += f" (embedded, supervised, {where})"
+        return text
+
+    async def _supervise_embedded(self) -> None:
+        """Restart the embedded Redis when it dies (same port, same data): clients reconnect."""
+        embedded = self.embedded
+        assert embedded is not None
+        while not self._stopping:
+            await asyncio.sleep(EMBEDDED_CHECK_S)
+            if embedded.running() or self._stopping:
+                continue
+            log.warning(
+                "embedded redis exited; restarting it",
+                returncode=embedded.returncode,
+                restarts=embedded.restarts,
+            )
+            embedded.restart()
+            try:
+                await asyncio.to_thread(embedded.wait_ready)
+            except EmbeddedRedisError as exc:
+                log.error("embedded redis did not restart; retrying", error=str(exc))
+                await asyncio.sleep(1.0)
+                continue
+            log.info("embedded redis restarted", pid=embedded.pid, redis_url=embedded.url)
 
     def _auth_refused(self, method: str, code: str) -> None:
         self.metrics.auth_refusals.labels(method.rsplit("/", 1)[-1], code).inc()

@@ -2,11 +2,38 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections import OrderedDict
+
 from cacheroute.v1 import admin_pb2
 from cacheroute_state import Stores
 from controlplane.config import LEADER_LEASE
 from controlplane.nodes import Liveness, list_statuses
+from controlplane.rollout_gates import PlanNodes, check_destinations
 from dataplane.core.names import validate_pool
+from dataplane.core.table import TableError
+from dataplane.core.table_codec import decode_table
+
+# Versions are content-addressed, so a plan's destinations never change: decode each once.
+_PLAN_NODES: OrderedDict[tuple[str, str], PlanNodes] = OrderedDict()
+PLAN_NODES_KEPT = 16
+
+
+async def plan_nodes(stores: Stores, pool: str, version: str) -> PlanNodes | None:
+    cached = _PLAN_NODES.get((pool, version))
+    if cached is not None:
+        return cached
+    data = await stores.plans.get_table_bytes(pool, version)
+    if data is None:
+        return None
+    try:
+        table = await asyncio.to_thread(decode_table, data, verify_hash=False)
+    except TableError:  # a corrupt stored table: the routers' NACKs say so; status still answers
+        return None
+    nodes = _PLAN_NODES[(pool, version)] = PlanNodes.of(table)
+    while len(_PLAN_NODES) > PLAN_NODES_KEPT:
+        _PLAN_NODES.popitem(last=False)
+    return nodes
 
 
 async def pool_status(
@@ -16,13 +43,23 @@ async def pool_status(
     active = await stores.plans.get_active(pool)
     if active is not None:
         status.active.CopyFrom(active)
+        nodes = await plan_nodes(stores, pool, active.version) if active.version else None
+        if nodes is not None:
+            found = await check_destinations(stores, nodes, now_ms, liveness)
+            status.active_destinations.CopyFrom(found)
     status.routers.extend(await stores.cluster.get_acks(pool))
     status.nodes.extend(await list_statuses(stores, pool, now_ms, liveness))
     return status
 
 
 async def cluster_status(
-    stores: Stores, pool: str, *, now_ms: int, liveness: Liveness, instance_id: str
+    stores: Stores,
+    pool: str,
+    *,
+    now_ms: int,
+    liveness: Liveness,
+    instance_id: str,
+    store: str = "",
 ) -> admin_pb2.ClusterStatus:
     """Every pool (or just ``pool``); router ages are for the client to compute from at_unix_ms."""
     pools = [validate_pool(pool)] if pool else await stores.plans.pools()
@@ -31,4 +68,5 @@ async def cluster_status(
         pools=[await pool_status(stores, p, now_ms, liveness) for p in pools],
         leader_id=leader,
         is_leader=leader == instance_id,
+        store=store,
     )

@@ -16,7 +16,7 @@ import structlog
 
 from dataplane.core.policies import POLICIES
 from dataplane.server import RouterConfig, RouterServer, default_router_id
-from servekit.flags import add_log_flags, add_server_tls_flags, server_tls
+from servekit.flags import HelpFormatter, add_log_flags, add_server_tls_flags, server_tls
 from servekit.grpc_server import run_until_signal
 from servekit.logging import configure_logging
 from servekit.settings import SettingsError, add_config_flag, document_env, parse_settings
@@ -32,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m dataplane",
         description="CacheRoute router: answers Route/RouteBatch from the active routing table.",
+        formatter_class=HelpFormatter,
     )
     add_config_flag(parser)
     add = parser.add_argument
@@ -209,6 +210,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (OSError, ValueError) as exc:
         structlog.get_logger("dataplane").error("router failed to start", error=str(exc))
         return 1
+    except KeyboardInterrupt:  # Ctrl-C before the signal handlers were set
+        return 130
     return 0
 
 

@@ -43,6 +43,7 @@ class LoadWatcher:
         self._metrics = metrics
         self.interval_s = interval_s
         self._wake = asyncio.Event()
+        self.synced = False
 
     def apply_payload(self, pool: str, payload: bytes) -> None:
         """Apply the snapshot a "load" hint carried."""
@@ -66,7 +67,7 @@ class LoadWatcher:
         was_aged = state is not None and state.load_aged
         try:
             applied = self._router.apply_load(snapshot)
-        except ValueError as exc:  # duplicate node ids, a malformed pool name
+        except ValueError as exc:  # duplicate node ids, a NaN/negative load, a malformed pool
             self._metrics.load_update(pool, "rejected")
             log.warning("load snapshot rejected", pool=pool, error=str(exc))
             return
@@ -96,6 +97,7 @@ class LoadWatcher:
                 snapshot.pool = snapshot.pool or pool
                 if snapshot.pool == pool:
                     self.apply(snapshot)
+        self.synced = True  # every known pool's snapshot read at least once
 
     async def run(self) -> None:
         while True:

@@ -2,8 +2,10 @@
 
 Start: connect, do one full sync (pools, each pool's pointer → table, each pool's load snapshot)
 bounded by ``startup_timeout_s``, then serve, so a router started after a rollout answers from the
-active table from its first request. If Redis is away the router serves what it has (nothing:
-UNAVAILABLE) and the loops keep trying.
+active table from its first request. If Redis is away the router listens but its gRPC health says
+NOT_SERVING (a load balancer keeps it out), Route answers UNAVAILABLE naming the store it waits
+for, a warning says so every ``WAITING_LOG_S``, and the loops keep trying; after the first full
+sync it is SERVING and stays so through later store outages (it routes on what it holds).
 
 Loops (all on the server's event loop; none of them is on a decision's path):
 
@@ -33,6 +35,7 @@ import structlog
 from cacheroute.v1 import routing_pb2
 from cacheroute_state import Stores, open_stores
 from cacheroute_state.interfaces import StoreUnavailableError
+from cacheroute_state.urls import redacted
 from dataplane.core.router import Router
 from dataplane.load_watcher import LoadWatcher
 from dataplane.router_metrics import RouterMetrics
@@ -48,6 +51,8 @@ log = structlog.get_logger("dataplane.server")
 SERVICE_NAME = routing_pb2.DESCRIPTOR.services_by_name["RouterService"].full_name
 BACKOFF_MIN_S = 0.1
 BACKOFF_MAX_S = 5.0
+WAITING_LOG_S = 5.0
+SYNC_POLL_S = 0.1
 
 
 async def _supervised(name: str, loop: Callable[[], Awaitable[None]]) -> None:
@@ -163,12 +168,24 @@ class RouterServer:
     def port(self) -> int:
         return self.grpc.port
 
+    @property
+    def synced(self) -> bool:
+        """Whether a full sync of tables and loads with the store has succeeded once."""
+        return self.tables.synced and self.loads.synced
+
+    def _not_synced_text(self) -> str:
+        cause = self.tables.last_error or "no answer yet"
+        return f"not synced with Redis at {redacted(self.config.redis_url)} ({cause})"
+
     async def start(self) -> None:
         await self.initial_sync()
         if self.config.metrics_listen is not None:
             host, _, port = self.config.metrics_listen.rpartition(":")
             self.metrics_endpoint = MetricsEndpoint(self.metrics.registry, host, int(port))
-        await self.grpc.start()
+        synced = self.synced
+        if not synced:
+            self.router.not_synced = self._not_synced_text()
+        await self.grpc.start(serving=synced)
         loops: dict[str, Callable[[], Awaitable[None]]] = {
             "hints": self._hint_loop,
             "tables": self.tables.run,
@@ -176,6 +193,8 @@ class RouterServer:
             "traffic": self.traffic.run,
             "samples": self.samples.run,
         }
+        if not synced:
+            loops["first-sync"] = self._serve_once_synced
         for name, loop in loops.items():
             self._tasks.append(asyncio.create_task(_supervised(name, loop), name=name))
         log.info(
@@ -185,7 +204,30 @@ class RouterServer:
             policy=self.config.policy,
             metrics_port=self.metrics_endpoint.port if self.metrics_endpoint else None,
             pools=sorted(self.router.pools),
+            health="SERVING" if synced else "NOT_SERVING",
         )
+
+    async def _serve_once_synced(self) -> None:
+        """Until the first full sync: NOT_SERVING, a warning every WAITING_LOG_S; then SERVING."""
+        waited_since = last_log = asyncio.get_running_loop().time()
+        while not self.synced:
+            await asyncio.sleep(SYNC_POLL_S)
+            if not self.loads.synced and self.tables.synced:
+                self.loads.request()
+            now = asyncio.get_running_loop().time()
+            self.router.not_synced = self._not_synced_text()
+            if now - last_log >= WAITING_LOG_S:
+                last_log = now
+                log.warning(
+                    "not serving: waiting for the first sync with the store",
+                    redis_url=redacted(self.config.redis_url),
+                    error=self.tables.last_error or None,
+                    waited_s=round(now - waited_since, 1),
+                )
+        self.router.not_synced = ""
+        await self.grpc.set_serving(True)
+        log.info("first sync with the store done; health SERVING", pools=sorted(self.router.pools))
+        await asyncio.Event().wait()  # done; parked until stop() cancels it
 
     async def initial_sync(self) -> None:
         """Pools, tables and loads once, before serving; bounded so a dead Redis cannot block."""
@@ -195,7 +237,13 @@ class RouterServer:
                 await self.loads.sync()
                 await self.tables.send_acks()
         except (TimeoutError, StoreUnavailableError) as exc:
-            log.warning("starting without a full sync", error=repr(exc))
+            if isinstance(exc, StoreUnavailableError):
+                self.tables.last_error = str(exc)
+            log.warning(
+                "starting without a full sync: health NOT_SERVING until one succeeds",
+                redis_url=redacted(self.config.redis_url),
+                error=self.tables.last_error or repr(exc),
+            )
 
     async def stop(self) -> None:
         await self.grpc.stop(self.config.grace_s)

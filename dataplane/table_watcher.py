@@ -14,7 +14,8 @@ The loop, as an xDS client does it:
    (:meth:`dataplane.core.router.Router.install_table`); the replaced table is freed on that thread.
 4. Write a ``RouterAck``: accepted, or a NACK with the ``TableError`` text while the last good
    table keeps serving. A rejected (generation, version) is remembered, so it is not fetched again
-   every tick; the next pointer move is tried afresh.
+   every tick; the next pointer move is tried afresh. A pointer with an empty version (``cachectl
+   plan disable``) removes the pool's table: the policy falls back to Flat-LB (``no_table``).
 
 Every ``ack_interval_s`` the last ACK/NACK of each pool is written again with a fresh timestamp
 (a heartbeat: ``cachectl status`` tells live routers from gone ones); a failed write is retried
@@ -115,6 +116,9 @@ class TableWatcher:
         self.acks: dict[str, cluster_pb2.RouterAck] = {}
         self._unsent: set[str] = set()
         self._store_down = False
+        # a full pass (pool set and every pool's pointer) has succeeded at least once
+        self.synced = False
+        self.last_error = ""
         self._decoder = ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="table-decode", initializer=_lower_priority,
             initargs=(decode_nice,),
@@ -168,6 +172,7 @@ class TableWatcher:
                 await self.sync_pool(remaining[0])
                 remaining.pop(0)
         except StoreUnavailableError as exc:
+            self.last_error = str(exc)
             for pool in remaining:
                 self._metrics.table_update(pool, "error")
             if not self._store_down:
@@ -177,6 +182,8 @@ class TableWatcher:
         if self._store_down:
             log.info("store reachable again")
         self._store_down = False
+        if pools is None:
+            self.synced = True
 
     async def sync_pool(self, pool: str) -> None:
         try:
@@ -204,6 +211,14 @@ class TableWatcher:
                 serving=state.table_generation,
                 pointer=pointer.generation,
             )
+        if not pointer.version:  # planned routing disabled: drop the table, Flat-LB answers
+            previous = [self._router.clear_table(pool, pointer.generation)]
+            await self._off_loop(previous.clear)
+            self._rejected.pop(pool, None)
+            self._metrics.table_update(pool, "applied")
+            log.info("table removed: plan disabled", pool=pool, generation=pointer.generation)
+            self._ack(pointer, accepted=True, reason="")
+            return
         try:
             data = await self._fetch(pool, pointer.version)
         except ValueError as exc:  # the pointer names no valid version

@@ -84,7 +84,38 @@ def server_tls(args: argparse.Namespace) -> TlsConfig | None:
     return TlsConfig(args.tls_cert, args.tls_key, args.tls_client_ca)
 
 
+class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """``--help`` keeps the description's layout and shows every option's default."""
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: print ``PROG VERSION`` and exit 0, looked up only when asked."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
+        kwargs.setdefault("help", "print the version and exit")
+        super().__init__(option_strings, dest=argparse.SUPPRESS, nargs=0, **kwargs)
+        self.default = argparse.SUPPRESS
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        from servekit.version import package_version  # noqa: PLC0415 - slow; only when asked
+
+        print(f"{parser.prog} {package_version()}")
+        parser.exit()
+
+
+def add_version_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--version", action=_VersionAction)
+
+
 def add_log_flags(parser: argparse.ArgumentParser) -> None:
+    """The flags every server shares: log format and level, and ``--version``."""
     add = parser.add_argument
     add("--log-format", choices=("json", "console"), default="json", help="log line format")
     add("--log-level", choices=LEVELS, default="info", help="lowest level logged")
+    add_version_flag(parser)

@@ -48,20 +48,37 @@ class GrpcServer:
         reflection.enable_server_reflection(
             (*self._service_names, health.SERVICE_NAME, reflection.SERVICE_NAME), self.server
         )
-        if tls is None:
-            self.port = self.server.add_insecure_port(listen)
-        else:
-            self.port = self.server.add_secure_port(listen, tls.server_credentials())
+        try:
+            if tls is None:
+                self.port = self.server.add_insecure_port(listen)
+            else:
+                self.port = self.server.add_secure_port(listen, tls.server_credentials())
+        except RuntimeError as exc:  # grpc's "Failed to bind to address ..."
+            raise OSError(
+                f"cannot listen on {listen} (gRPC): the address is in use or not available "
+                f"({' '.join(str(exc).split())})"
+            ) from None
         if self.port == 0:
-            raise OSError(f"could not bind gRPC server to {listen}")
+            raise OSError(
+                f"cannot listen on {listen} (gRPC): the address is in use or not available"
+            )
         host = listen.rsplit(":", 1)[0]
         self.address = f"{host}:{self.port}"
 
-    async def start(self) -> None:
+    async def start(self, *, serving: bool = True) -> None:
+        """Start listening; health says SERVING, or NOT_SERVING until :meth:`set_serving`."""
         await self.server.start()
-        serving = health_pb2.HealthCheckResponse.SERVING
+        await self.set_serving(serving)
+
+    async def set_serving(self, serving: bool) -> None:
+        """Health of every service (a no-op once shutdown has begun)."""
+        status = (
+            health_pb2.HealthCheckResponse.SERVING
+            if serving
+            else health_pb2.HealthCheckResponse.NOT_SERVING
+        )
         for name in ("", *self._service_names):
-            await self.health.set(name, serving)
+            await self.health.set(name, status)
 
     async def stop(self, grace_s: float = 5.0) -> None:
         await self.health.enter_graceful_shutdown()

@@ -37,9 +37,14 @@ class MetricsEndpoint:
         class Server(ThreadingWSGIServer):
             address_family = family
 
-        self._server = make_server(
-            str(sockaddr[0]), port, make_wsgi_app(registry), Server, handler_class=_QuietHandler
-        )
+        try:
+            self._server = make_server(
+                str(sockaddr[0]), port, make_wsgi_app(registry), Server, handler_class=_QuietHandler
+            )
+        except OSError as exc:
+            raise OSError(
+                exc.errno, f"cannot listen on {host}:{port} (metrics): {exc.strerror or exc}"
+            ) from None
         self._thread = threading.Thread(
             target=self._server.serve_forever,
             kwargs={"poll_interval": POLL_S},

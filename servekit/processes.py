@@ -1,12 +1,21 @@
-"""Child processes that die with their parent, and free loopback ports."""
+"""Child processes that die with their parent, and free loopback ports.
+
+A child must not be *forked* by a Python process that has live gRPC threads: gRPC's fork
+handlers run in the child, find "other threads currently calling into gRPC" and can abort it
+(SIGABRT) before it execs. ``subprocess.Popen`` forks only when it must run Python code in the
+child (``preexec_fn``); without it, CPython spawns with ``vfork``/``posix_spawn``, which runs no
+fork handlers. So the parent-death signal is set by :func:`guarded`, a tiny exec wrapper, rather
+than by a ``preexec_fn``.
+"""
 
 from __future__ import annotations
 
 import ctypes
+import os
 import signal
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -16,10 +25,33 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(sock.getsockname()[1])
 
 
-def die_with_parent() -> Callable[[], None] | None:
-    """A ``preexec_fn`` that makes a child get SIGTERM when its parent dies (Linux only).
+# Runs in the child, between spawn and exec of the real program: set the parent-death signal,
+# then give up if the parent is already gone (the race prctl alone leaves open), then exec.
+# Standard library only, under -I -S, so it costs a bare interpreter start (~10 ms).
+_GUARD = (
+    "import ctypes,os,signal,sys\n"
+    "ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)\n"
+    "if os.getppid() != int(sys.argv[1]): sys.exit(143)\n"
+    "os.execvp(sys.argv[2], sys.argv[2:])\n"
+)
 
-    It keeps a crashed demo or test run from leaving Redis or engine processes behind.
+
+def guarded(args: Sequence[str]) -> list[str]:
+    """``args`` wrapped so the program gets SIGTERM when the spawning thread's process dies.
+
+    Linux only (elsewhere ``args`` unchanged). Spawn from the thread that lives as long as the
+    child should (the main thread): the kernel's parent-death signal follows the thread.
+    """
+    if not sys.platform.startswith("linux"):
+        return list(args)
+    return [sys.executable, "-I", "-S", "-c", _GUARD, str(os.getpid()), *args]
+
+
+def die_with_parent() -> Callable[[], None] | None:
+    """A ``preexec_fn`` that sets the parent-death signal (Linux only).
+
+    Prefer :func:`guarded`: a ``preexec_fn`` makes ``Popen`` fork, which is unsafe in a process
+    with gRPC threads (module docstring). Kept for single-threaded scripts.
     """
     if not sys.platform.startswith("linux"):
         return None

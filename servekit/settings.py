@@ -37,7 +37,7 @@ def add_config_flag(parser: argparse.ArgumentParser) -> None:
 def document_env(parser: argparse.ArgumentParser) -> None:
     """Append each option's environment variable to its help text."""
     for action in parser._actions:
-        if action.dest in ("help", "config") or not action.option_strings:
+        if action.dest in ("help", "config", argparse.SUPPRESS) or not action.option_strings:
             continue
         suffix = f"(env: {env_name(action.dest)})"
         action.help = f"{action.help} {suffix}" if action.help else suffix
@@ -50,7 +50,11 @@ def parse_settings(
 ) -> argparse.Namespace:
     """Parse ``argv`` with defaults layered from ``--config`` and the environment."""
     env = os.environ if environ is None else environ
-    known = {a.dest: a for a in parser._actions if a.option_strings and a.dest != "help"}
+    known = {
+        a.dest: a
+        for a in parser._actions
+        if a.option_strings and a.dest not in ("help", argparse.SUPPRESS)
+    }
     pre, _ = parser.parse_known_args(argv)
     config_path = getattr(pre, "config", None) or (
         Path(env[env_name("config")]) if env_name("config") in env else None

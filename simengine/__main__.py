@@ -10,7 +10,7 @@ Each engine serves ``/v1/completions``, ``/v1/chat/completions`` (with and witho
 admin ``POST /reset_prefix_cache``. Simulated seconds = wall seconds × ``--speedup``. In
 ``CACHEROUTE_LISTEN`` several addresses are separated by spaces or ``;``; in a config file
 ``listen`` may be a list. Bodies may carry ``"cacheroute": {"blocks": [...], "prompt_tokens": N}``
-to give a request's exact prefix blocks (docs/notes/localcluster.md).
+to give a request's exact prefix blocks (docs/components/localcluster.md).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from collections.abc import Sequence
 import structlog
 
 from servekit.flags import (
+    HelpFormatter,
     RepeatedFlag,
     add_log_flags,
     non_negative_float,
@@ -44,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m simengine",
         description="Simulated LLM engines: OpenAI-compatible HTTP, vLLM v1 metrics.",
         epilog=__doc__.split("\n\n", 1)[1] if __doc__ else None,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     add_config_flag(p)
     p.add_argument(

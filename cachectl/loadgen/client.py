@@ -4,7 +4,7 @@ The client holds one gRPC channel per router and one aiohttp session (one connec
 every engine, so a run of thousands of requests costs a few sockets. Each request is sent to
 ``http://<decision.address>/v1/completions`` with ``stream: true``, ``stream_options.include_usage``
 (for ``cached_tokens``) and the simulated engine's ``cacheroute`` extension carrying the workload
-request's exact prefix blocks and token counts (docs/notes/localcluster.md); ``max_tokens`` is
+request's exact prefix blocks and token counts (docs/components/localcluster.md); ``max_tokens`` is
 the request's output length. TTFT is measured to the first streamed chunk that carries text.
 """
 

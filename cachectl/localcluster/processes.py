@@ -3,8 +3,9 @@
 Every component runs as ``python -m <package> ...`` in its own session (process group), so a
 Ctrl-C in the terminal reaches only the launcher, which then stops the children in order, and a
 whole group (a process and anything it forked) is signalled at once. Each child also gets
-SIGTERM from the kernel if the launcher dies without cleaning up (``die_with_parent``: the
-launcher's *main thread* must spawn them, since the parent-death signal follows the thread).
+SIGTERM from the kernel if the launcher dies without cleaning up (``servekit.processes.guarded``:
+the launcher's *main thread* must spawn them, since the parent-death signal follows the thread).
+No ``preexec_fn``: the launcher has gRPC threads, and forking it could abort the child.
 Output goes to ``<log dir>/<name>.log``.
 """
 
@@ -20,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
-from servekit.processes import die_with_parent
+from servekit.processes import guarded
 
 
 class ProcessExitedError(RuntimeError):
@@ -45,12 +46,11 @@ class ManagedProcess:
         self._log = self.log_path.open("ab")
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         self.process = subprocess.Popen(
-            self.args,
+            guarded(self.args),
             stdin=subprocess.DEVNULL,
             stdout=self._log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            preexec_fn=die_with_parent(),  # noqa: PLW1509 - only sets the parent-death signal
             env=env,
         )
         return self

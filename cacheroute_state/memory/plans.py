@@ -94,7 +94,7 @@ class MemoryPlanStore(PlanStore):
                 "and retry",
                 current,
             )
-        if version not in s.sorted.get(schema.pool_key(pool, "plans"), {}):
+        if version and version not in s.sorted.get(schema.pool_key(pool, "plans"), {}):
             raise PlanNotFoundError(f"plan {version} not found in pool {pool}")
         now, generation = s.now_ms(), expected_generation + 1
         pointer = cluster_pb2.ActivePointer(

@@ -16,6 +16,7 @@ Errors::
 
 from __future__ import annotations
 
+import math
 import time
 import zlib
 from collections.abc import Callable, Sequence
@@ -146,6 +147,8 @@ class Router:
         self.top_keys = top_keys
         self.sampler = sampler
         self.pools: dict[str, PoolState] = {}
+        # Set by the server while it has never synced with the store: why no pool has nodes.
+        self.not_synced = ""
         self._pool_metrics = pool_metrics
         self.add_pool(DEFAULT_POOL)
 
@@ -181,7 +184,7 @@ class Router:
         if state is None:
             raise UnknownPoolError(f"pool {inp.pool!r} is not known to this router")
         if not state.view.eligible_nodes:
-            raise NoDestinationError(state.unavailable())
+            raise NoDestinationError(self._unavailable(state))
         return self._decide(state, inp, now)
 
     def route_batch(self, inputs: Sequence[RouteInput], now: float) -> list[Outcome]:
@@ -192,9 +195,14 @@ class Router:
             if state is None:
                 raise UnknownPoolError(f"requests[{index}]: pool {inp.pool!r} is not known")
             if not state.view.eligible_nodes:
-                raise NoDestinationError(f"requests[{index}]: {state.unavailable()}")
+                raise NoDestinationError(f"requests[{index}]: {self._unavailable(state)}")
         decide = self._decide
         return [decide(pools[inp.pool], inp, now) for inp in inputs]
+
+    def _unavailable(self, state: PoolState) -> str:
+        if self.not_synced:
+            return f"{state.unavailable()}: {self.not_synced}"
+        return state.unavailable()
 
     def _decide(self, state: PoolState, inp: RouteInput, now: float) -> Outcome:
         started = time.perf_counter()
@@ -236,6 +244,17 @@ class Router:
         state.table_applied_at = time.time()
         return previous
 
+    def clear_table(self, pool: str, generation: int) -> RoutingTable | None:
+        """Serve no table (planned routing disabled) as of ``generation``; returns the old one."""
+        state = self.add_pool(pool)
+        previous = state.table
+        state.view.table = None
+        state.table = None
+        state.table_version = ""
+        state.table_generation = generation
+        state.table_applied_at = time.time()
+        return previous
+
     def apply_load(self, snapshot: cluster_pb2.LoadSnapshot, now: float | None = None) -> bool:
         """Apply a load snapshot; False when it is not newer than the one applied (ignored).
 
@@ -247,7 +266,8 @@ class Router:
 
         The snapshot's nodes are the pool's membership. Same ids and addresses: the loads and
         states go into the current view. Otherwise a new NodeSet and LoadView are built, the table
-        is bound to them, and the view is swapped in with one assignment.
+        is bound to them, and the view is swapped in with one assignment. A snapshot with
+        duplicate node ids or a load that is negative or not finite raises ValueError unapplied.
         """
         now = time.time() if now is None else now
         state = self.add_pool(snapshot.pool or DEFAULT_POOL)
@@ -257,6 +277,9 @@ class Router:
         ):
             return False
         entries = snapshot.nodes
+        for n in entries:  # NaN compares false both ways: it would win every tie it starts
+            if not (math.isfinite(n.load) and n.load >= 0):
+                raise ValueError(f"node {n.node_id!r} has load {n.load}; loads are finite, >= 0")
         ids = tuple(n.node_id for n in entries)
         addresses = tuple(n.address or n.node_id for n in entries)
         view = state.view

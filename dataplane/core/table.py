@@ -240,6 +240,8 @@ def make_table(
     validate_arrays(node_ids, hashes, offsets, members)
     if params.placement not in PLACEMENTS:
         raise TableError(f"unknown placement {params.placement!r}; expected one of {PLACEMENTS}")
+    if not 0 <= params.seed < 2**64:  # hashed as u64: say so rather than fail in struct.pack
+        raise TableError(f"seed must be an integer in [0, 2**64), got {params.seed}")
     if params.node_weights and len(params.node_weights) != len(node_ids):
         raise TableError(
             f"{len(params.node_weights)} node weights for {len(node_ids)} destinations"

@@ -2,7 +2,7 @@
 
 ``make_workload(name, **options)`` builds one by name (``paper``, ``whales``, ``lowshare``,
 ``trace``); every workload has ``requests(qps=, duration_s=, seed=) -> list[SimRequest]``.
-``docs/notes/workloads.md`` documents how each is built and where every parameter comes from.
+``docs/components/workloads.md`` documents how each is built and where every parameter comes from.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ import pytest
 from agents.__main__ import ConfigError, controlplanes, read_token
 from agents.agent_metrics import AgentMetrics
 from agents.reporter import Reporter
-from cacheroute_state.redis_base import redact_url
+from cacheroute_state.urls import redacted as redact_url
 
 
 def test_controlplane_takes_a_comma_separated_list() -> None:
@@ -48,3 +48,5 @@ def test_redis_urls_are_logged_without_their_password() -> None:
     assert redact_url("redis://:pw@h:6379/0") == "redis://:***@h:6379/0"
     assert redact_url("redis://user:pw@[::1]:1/2") == "redis://user:***@[::1]:1/2"
     assert redact_url("redis://h:6379/0") == "redis://h:6379/0"
+    sentinel = "redis+sentinel://:pw@a:1,b:2/svc/0?sentinel_password=sp"
+    assert redact_url(sentinel) == "redis+sentinel://:***@a:1,b:2/svc/0?sentinel_password=***"

@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import sys
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from cachectl.admin_client import age_text, duration_text
 from cachectl.main import main
 from cacheroute.v1 import cluster_pb2
 from cacheroute_state import Stores
+from cacheroute_state.embedded import EmbeddedRedis
 from controlplane.server import ControlPlane
 from dataplane.core.table_codec import encode_table
 from tests.support.controlplane import fast_config, running, traffic
@@ -147,9 +149,16 @@ async def test_status_shows_pointer_routers_and_nodes(cli: Cli, stores: Stores) 
         cluster_pb2.RouterAck(router_id="r2", pool="default", version=version, generation=1,
                               reason="set member out of range")
     )  # fmt: skip
+    gone = int(time.time() * 1000) - 5 * 60_000
+    await stores.cluster.put_ack(
+        cluster_pb2.RouterAck(router_id="r3", pool="default", version=version, generation=1,
+                              accepted=True, at_unix_ms=gone)
+    )  # fmt: skip
     out = await cli.ok("status")
+    assert "routers that stopped reporting: r3 (5m ago)" in out
+    assert "r1 (" not in out.split("stopped reporting")[1].splitlines()[0]
     assert f"pool default: active {version} generation 1 (rollout by tester" in out
-    assert "routers: 1 of 2 applied generation 1" in out
+    assert "routers: 2 of 3 applied generation 1" in out
     assert "NACK" in out and "set member out of range" in out
     assert "n1" in out
     status = await cli.json("status")
@@ -176,7 +185,14 @@ async def test_plan_import_list_show_diff(cli: Cli, tmp_path: Path) -> None:
     assert "churn" in await cli.ok("plan", "diff", v1, v2)
 
 
+async def add_plan_nodes(cli: Cli, count: int = 4) -> None:
+    """node-0..: the destinations of ``small_plan``, so its rollouts pass the destination gate."""
+    for i in range(count):
+        await cli.ok("nodes", "add", f"node-{i}", "--address", f"127.0.0.1:{9000 + i}")
+
+
 async def test_plan_rollout_rollback_and_conflicts(cli: Cli, tmp_path: Path) -> None:
+    await add_plan_nodes(cli)
     versions = []
     for seed in (1, 2, 3):
         path, version = write_plan(tmp_path, seed)
@@ -214,8 +230,15 @@ async def test_a_plan_built_offline_imports_and_shows_online(cli: Cli, tmp_path:
         "--slots-per-node", "2", "--out", str(out),
     )  # fmt: skip
     stored = await cli.json("plan", "import", str(out))
-    assert stored["metadata"]["version"] == built["version"]
-    shown = await cli.json("plan", "show", built["version"])
+    version = built["metadata"]["version"]
+    assert stored["metadata"]["version"] == version
+    # the same object has the same shape offline (a file) and online (a stored version)
+    offline = await cli.json("plan", "show", str(out))
+    online = await cli.json("plan", "show", version)
+    assert offline["summary"]["metadata"].keys() == online["summary"]["metadata"].keys()
+    assert offline["summary"]["metadata"]["stats"] == online["summary"]["metadata"]["stats"]
+    assert offline["top_keys"] == online["top_keys"]
+    shown = await cli.json("plan", "show", version)
     assert shown["top_keys"][0]["key"] == "acme/bot"
     assert len(shown["top_keys"][0]["node_ids"]) == 3  # 40 req/s at q_cap 10: capped at R = 3
     assert "acme/bot" in await cli.ok("plan", "show", str(out))  # a file stays offline
@@ -284,3 +307,22 @@ def test_ages_are_compact() -> None:
     assert duration_text(3 * 3_600_000 + 5) == "3h"
     assert age_text(0) == "-"
     assert age_text(1_000, now_ms=61_000) == "1m"
+
+
+async def test_a_control_plane_whose_redis_is_down_is_not_called_unreachable(
+    quiet_server_logs: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    redis = EmbeddedRedis().start()
+    try:
+        async with running(fast_config(redis.url)) as plane:
+            address = plane.address
+            redis.stop()
+            code = await asyncio.to_thread(
+                run_main, ["status", "--target", address, "--timeout", "5"]
+            )
+            err = capsys.readouterr().err
+    finally:
+        redis.stop()
+    assert code == 2
+    assert f"the control plane at {address} answered, but its store is down" in err
+    assert "cannot reach" not in err

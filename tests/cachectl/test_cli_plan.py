@@ -27,15 +27,13 @@ tenant-42,1.5
 soylent/faq,0.8
 wayne/legal,0.4
 """
-BUILD_JSON_FIELDS = {
-    "version",
-    "content_hash",
+BUILD_JSON_FIELDS = {"metadata", "active", "out", "bytes"}  # the control plane's PlanSummary
+STATS_JSON_FIELDS = {
     "num_keys",
     "admitted_keys",
     "admitted_rate_share",
     "planned_imbalance",
     "build_ms",
-    "out",
     "slots_used",
     "slots_total",
     "max_replicas",
@@ -107,12 +105,15 @@ def test_build_json_is_one_object_describing_the_written_plan(
     result = run_json(capsys, [*build_args(rates, out), "--json"])
     assert result.keys() >= BUILD_JSON_FIELDS
     table = decode_table(out.read_bytes())
-    assert result["version"] == table.version
-    assert result["content_hash"] == table.content_hash
-    assert result["out"] == str(out)
-    assert (result["num_keys"], result["admitted_keys"]) == (8, 4)
-    assert result["admitted_rate_share"] == pytest.approx(75.5 / 81.4)
-    assert result["slots_total"] == 8
+    meta = result["metadata"]
+    assert isinstance(meta, dict) and meta["stats"].keys() >= STATS_JSON_FIELDS
+    assert meta["version"] == table.version
+    assert meta["content_hash"] == table.content_hash
+    assert meta["created_at_unix_ms"] == str(table.created_at_unix_ms)  # 64-bit: a string
+    assert result["out"] == str(out) and result["active"] is False
+    assert (meta["stats"]["num_keys"], meta["stats"]["admitted_keys"]) == ("8", "4")
+    assert meta["stats"]["admitted_rate_share"] == pytest.approx(75.5 / 81.4)
+    assert meta["stats"]["slots_total"] == "8"
 
 
 def test_top_keys_keep_their_text_labels(rates: Path, tmp_path: Path) -> None:
@@ -154,7 +155,7 @@ def test_same_rates_in_another_order_give_the_same_plan(
     shuffled.write_text("\n".join([header, *reversed(lines)]) + "\n")
     first = run_json(capsys, [*build_args(rates, tmp_path / "a.bin"), "--json"])
     second = run_json(capsys, [*build_args(shuffled, tmp_path / "b.bin"), "--json"])
-    assert first["content_hash"] == second["content_hash"]
+    assert first["metadata"]["content_hash"] == second["metadata"]["content_hash"]  # type: ignore[index]
 
 
 @pytest.mark.parametrize(
@@ -279,6 +280,8 @@ def test_bad_flag_fails_naming_the_flag_and_leaves_no_output(
         (("--weights", "1,0,1,1"), "every weight must be a positive number"),
         (("--seed", "-1"), "--seed must be between 0"),
         (("--pool", ""), "--pool must not be empty"),
+        (("--pool", "Bad Pool"), "--pool: "),  # the control plane's names.py rules
+        (("--pool", "eu/west"), "--pool: "),
     ],
 )
 def test_bad_optional_flags_are_named(
@@ -351,11 +354,12 @@ def test_show_json_lists_top_keys_with_their_destinations(
     out, table = built(rates, tmp_path)
     capsys.readouterr()
     result = run_json(capsys, ["plan", "show", str(out), "--json", "--top", "3"])
-    assert result["version"] == table.version
+    assert result["summary"]["metadata"]["version"] == table.version  # type: ignore[index]
     top = result["top_keys"]
     assert isinstance(top, list) and len(top) == 3
     assert top[0]["key"] == "acme/support-bot"
-    assert top[0]["destinations"] == table.destination_ids(hash_key("acme/support-bot"))
+    assert top[0]["key_hash"] == str(hash_key("acme/support-bot"))
+    assert top[0]["node_ids"] == table.destination_ids(hash_key("acme/support-bot"))
     nodes = result["nodes"]
     assert isinstance(nodes, list)
     assert sum(n["planned_load"] for n in nodes) == pytest.approx(81.4)
@@ -391,7 +395,7 @@ def test_route_sends_a_warm_key_to_a_member_of_its_set(
     assert result["warm"] is True
     assert result["destinations"] == members
     assert members is not None and result["node"] in members
-    assert result["key_hash"] == hash_key("globex/billing")
+    assert result["key_hash"] == str(hash_key("globex/billing"))
     assert result["version"] == table.version
 
 
@@ -467,9 +471,10 @@ def test_console_build_show_route_round_trip(rates: Path, tmp_path: Path) -> Non
     out = tmp_path / "plan.bin"
     built_run = cachectl(*build_args(rates, out), "--json")
     assert built_run.returncode == 0, built_run.stderr
-    version = json.loads(built_run.stdout)["version"]
+    version = json.loads(built_run.stdout)["metadata"]["version"]
     shown = cachectl("plan", "show", str(out), "--json")
-    assert shown.returncode == 0 and json.loads(shown.stdout)["version"] == version
+    assert shown.returncode == 0
+    assert json.loads(shown.stdout)["summary"]["metadata"]["version"] == version
     routed = cachectl("plan", "route", str(out), "--key", "acme/support-bot", "--json")
     assert routed.returncode == 0 and json.loads(routed.stdout)["reason"] == "warm"
 
@@ -495,3 +500,17 @@ def test_console_usage_error_exits_2(tmp_path: Path) -> None:
     result = cachectl("plan", "route", str(tmp_path / "plan.bin"))  # --key missing
     assert result.returncode == 2
     assert "--key" in result.stderr
+
+
+@pytest.mark.parametrize("nodes", ["gpu 0,gpu-1", "_gpu,gpu-1", "gpu/0,gpu-1"])
+def test_node_ids_the_control_plane_refuses_are_refused_offline(
+    rates: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], nodes: str
+) -> None:
+    out = tmp_path / "plan.bin"
+    argv = build_args(rates, out)
+    at = argv.index("--num-nodes")
+    argv[at : at + 2] = ["--nodes", nodes]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("cachectl: error: --nodes: ") and "node id" in err
+    assert not out.exists()

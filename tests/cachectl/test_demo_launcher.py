@@ -234,3 +234,37 @@ async def test_reset_caches_waits_until_engines_are_idle_then_empties_them(
         assert [n.record.node_id for n in nodes] == ["sim-0"]
         assert nodes[0].record.address == cluster.engine_addresses["sim-0"]
     assert wait_gone(cluster.pids()) == []
+
+
+def test_components_are_spawned_without_a_python_fork(tmp_path: Path) -> None:
+    """The cause of a child dying of SIGABRT: ``Popen`` with a ``preexec_fn`` forks the launcher,
+    and gRPC's fork handlers abort a child forked while gRPC threads run. A spawn without a
+    Python-level fork runs no fork handlers at all (``os.register_at_fork`` would see one)."""
+    forks: list[int] = []
+    os.register_at_fork(before=lambda: forks.append(1))
+    proc = ManagedProcess("quick", [sys.executable, "-c", "pass"], tmp_path).start()
+    assert proc.wait(10)
+    assert proc.process is not None and proc.process.returncode == 0
+    assert forks == []
+
+
+def test_a_guarded_child_dies_with_the_process_that_spawned_it(tmp_path: Path) -> None:
+    """The parent-death signal survives the move from ``preexec_fn`` to the exec wrapper."""
+    code = (
+        "import subprocess, sys, time; from servekit.processes import guarded; "
+        "p = subprocess.Popen(guarded([sys.executable, '-c', 'import time; time.sleep(60)'])); "
+        "print(p.pid, flush=True); time.sleep(60)"
+    )
+    middle = ManagedProcess("middle", [sys.executable, "-c", code], tmp_path).start()
+    try:
+        deadline = time.monotonic() + 10
+        while not (tmp_path / "middle.log").read_text().strip() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        child = int((tmp_path / "middle.log").read_text().split()[0])
+        assert alive(child)
+        assert middle.process is not None
+        middle.process.kill()  # no cleanup code runs in the middle process
+        middle.wait(5)
+        assert wait_gone([child]) == []
+    finally:
+        stop_all([middle], grace_s=1)

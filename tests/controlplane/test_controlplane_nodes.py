@@ -297,3 +297,45 @@ async def test_static_add_is_refused_while_a_live_agent_owns_the_id(state_url: s
         assert await agent.status() == grpc.StatusCode.OK  # the leave is written by then
         record = await c.nodes.AddNode(admin_pb2.AddNodeRequest(node_id="gpu-1", address="h:1"))
         assert record.static
+
+
+@pytest.mark.redis
+@pytest.mark.grpc
+async def test_removing_a_live_agents_node_is_refused_until_the_agent_leaves(
+    state_url: str, stores: Stores
+) -> None:
+    async with running(fast_config(state_url)) as plane, clients(plane.address) as c:
+        agent = StubAgent(c.agents)
+        await agent.send(report("gpu-1", address="10.1.0.1:8000", interval_ms=60_000))
+        await agent.read()
+        with pytest.raises(grpc.aio.AioRpcError) as raised:
+            await c.nodes.RemoveNode(admin_pb2.RemoveNodeRequest(node_id="gpu-1"))
+        assert raised.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        message = raised.value.details() or ""
+        assert "live agent" in message and "stop that agent" in message and "drain" in message
+        assert await stores.cluster.get_node("default", "gpu-1") is not None
+        await agent.send(report("gpu-1", address="10.1.0.1:8000", leaving=True))
+        assert await agent.status() == grpc.StatusCode.OK
+        removed = await c.nodes.RemoveNode(admin_pb2.RemoveNodeRequest(node_id="gpu-1"))
+        assert removed.removed
+
+
+@pytest.mark.redis
+@pytest.mark.grpc
+async def test_adding_an_existing_id_is_refused_unless_replace(
+    state_url: str, stores: Stores
+) -> None:
+    async with running(fast_config(state_url)) as plane, clients(plane.address) as c:
+        await c.nodes.AddNode(admin_pb2.AddNodeRequest(node_id="n1", address="10.0.0.1:8000"))
+        with pytest.raises(grpc.aio.AioRpcError) as raised:
+            await c.nodes.AddNode(admin_pb2.AddNodeRequest(node_id="n1", address="10.0.0.9:8000"))
+        assert raised.value.code() == grpc.StatusCode.ALREADY_EXISTS
+        assert "already registered" in (raised.value.details() or "")
+        assert "--replace" in (raised.value.details() or "")
+        record = await stores.cluster.get_node("default", "n1")
+        assert record is not None and record.address == "10.0.0.1:8000"
+        await c.nodes.AddNode(
+            admin_pb2.AddNodeRequest(node_id="n1", address="10.0.0.9:8000", replace=True)
+        )
+        record = await stores.cluster.get_node("default", "n1")
+        assert record is not None and record.address == "10.0.0.9:8000"

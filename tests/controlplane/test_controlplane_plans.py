@@ -17,6 +17,7 @@ from tests.support.controlplane import (
     clients,
     eventually,
     fast_config,
+    register_nodes,
     running,
     traffic,
 )
@@ -122,6 +123,7 @@ async def test_rollout_and_rollback_move_the_pointer_under_new_generations(
     state_url: str, stores: Stores
 ) -> None:
     async with running(fast_config(state_url)) as plane, clients(plane.address) as c:
+        await register_nodes(c)
         v1, v2 = await import_small(c, 1), await import_small(c, 2)
         first = await c.plans.Rollout(admin_pb2.RolloutRequest(version=v1, actor="alice"))
         assert (first.version, first.generation, first.action) == (v1, 1, "rollout")
@@ -149,6 +151,7 @@ async def test_rollout_and_rollback_move_the_pointer_under_new_generations(
 @on_redis
 async def test_two_concurrent_rollouts_exactly_one_wins(state_url: str, stores: Stores) -> None:
     async with running(fast_config(state_url)) as plane, clients(plane.address) as c:
+        await register_nodes(c)
         v0, v1, v2 = [await import_small(c, s) for s in (0, 1, 2)]
         await c.plans.Rollout(admin_pb2.RolloutRequest(version=v0, actor="setup"))
         calls = [
@@ -172,6 +175,7 @@ async def test_two_concurrent_rollouts_exactly_one_wins(state_url: str, stores: 
 
 async def test_stale_expected_generation_is_failed_precondition(state_url: str) -> None:
     async with running(fast_config(state_url)) as plane, clients(plane.address) as c:
+        await register_nodes(c)
         v1, v2 = await import_small(c, 1), await import_small(c, 2)
         await c.plans.Rollout(admin_pb2.RolloutRequest(version=v1))
         await refused(
@@ -188,6 +192,7 @@ async def test_rollout_of_a_missing_version_is_not_found_and_changes_nothing(
     state_url: str, stores: Stores
 ) -> None:
     async with running(fast_config(state_url)) as plane, clients(plane.address) as c:
+        await register_nodes(c)
         v1 = await import_small(c, 1)
         await c.plans.Rollout(admin_pb2.RolloutRequest(version=v1))
         message = await refused(
@@ -224,6 +229,7 @@ async def test_bad_names_are_invalid_argument_with_a_message(state_url: str) -> 
 
 async def test_rollback_without_history_is_failed_precondition(state_url: str) -> None:
     async with running(fast_config(state_url)) as plane, clients(plane.address) as c:
+        await register_nodes(c)
         message = await refused(
             c.plans.Rollback(admin_pb2.RollbackRequest()), grpc.StatusCode.FAILED_PRECONDITION
         )
@@ -289,8 +295,8 @@ async def test_status_shows_pointer_acks_nodes_and_leader(state_url: str, stores
         clients(plane.address) as c,
     ):
         v1 = await import_small(c, 1)
-        await c.plans.Rollout(admin_pb2.RolloutRequest(version=v1, actor="alice"))
         await c.nodes.AddNode(admin_pb2.AddNodeRequest(node_id="n1", address="h:1"))
+        await c.plans.Rollout(admin_pb2.RolloutRequest(version=v1, actor="alice", force=True))
         await stores.cluster.put_ack(
             cluster_pb2.RouterAck(
                 router_id="r1", pool="default", version=v1, generation=1, accepted=True
@@ -315,3 +321,86 @@ async def test_status_shows_pointer_acks_nodes_and_leader(state_url: str, stores
             ("r2", False, "bad table"),
         ]
         assert [n.record.node_id for n in pool.nodes] == ["n1"]
+        # forced past the destination gate: status names the plan's unregistered destinations
+        check = pool.active_destinations
+        assert (check.destinations, check.registered, check.eligible) == (4, 0, 0)
+        assert list(check.missing) == [f"node-{i}" for i in range(4)]
+
+
+async def test_rollout_of_a_plan_for_unknown_nodes_is_refused_naming_them(
+    state_url: str, stores: Stores
+) -> None:
+    async with running(fast_config(state_url)) as plane, clients(plane.address) as c:
+        for node in ("gpu-0", "gpu-1"):
+            await c.nodes.AddNode(admin_pb2.AddNodeRequest(node_id=node, address="h:1"))
+        table = table_to_proto(small_plan(seed=1))  # destinations node-0..node-3
+        imported = await c.plans.ImportPlan(admin_pb2.ImportPlanRequest(table=table, actor="a"))
+        check = imported.destinations
+        assert (check.destinations, check.registered, check.eligible) == (4, 0, 0)
+        assert set(check.missing_warm) <= set(check.missing) == {f"node-{i}" for i in range(4)}
+        version = imported.metadata.version
+        message = await refused(
+            c.plans.Rollout(admin_pb2.RolloutRequest(version=version, actor="alice")),
+            grpc.StatusCode.FAILED_PRECONDITION,
+        )
+        assert "not registered nodes of pool default" in message and "--force" in message
+        assert all(f"node-{i}" in message for i in range(4))
+        assert await stores.plans.get_active("default") is None  # nothing changed
+        forced = await c.plans.Rollout(
+            admin_pb2.RolloutRequest(version=version, actor="alice", reason="drill", force=True)
+        )
+        assert forced.generation == 1
+        (event,) = [e for e in await stores.plans.read_audit("default", 10) if e.generation]
+        assert (event.action, event.actor) == ("rollout", "alice")
+        assert event.detail.startswith("drill; forced past destinations:")
+        assert "node-0" in event.detail
+
+
+async def test_a_plan_whose_destinations_are_registered_rolls_out_and_says_so(
+    state_url: str,
+) -> None:
+    async with running(fast_config(state_url)) as plane, clients(plane.address) as c:
+        await register_nodes(c, count=3)
+        await c.nodes.SetDraining(admin_pb2.SetDrainingRequest(node_id="node-2", draining=True))
+        table = table_to_proto(small_plan(seed=1, nodes=3))
+        imported = await c.plans.ImportPlan(admin_pb2.ImportPlanRequest(table=table))
+        check = imported.destinations
+        assert (check.destinations, check.registered, check.eligible) == (3, 3, 2)
+        assert list(check.ineligible) == ["node-2 (draining)"] and not check.missing
+        pointer = await c.plans.Rollout(admin_pb2.RolloutRequest(version=table.version))
+        assert pointer.generation == 1
+        shown = await c.plans.GetPlan(admin_pb2.GetPlanRequest(version=table.version))
+        assert shown.summary.destinations.registered == 3
+
+
+async def test_disable_is_a_generation_without_a_table_and_rollback_restores(
+    state_url: str, stores: Stores
+) -> None:
+    async with running(fast_config(state_url)) as plane, clients(plane.address) as c:
+        await register_nodes(c)
+        message = await refused(
+            c.plans.DisablePlan(admin_pb2.DisablePlanRequest()),
+            grpc.StatusCode.FAILED_PRECONDITION,
+        )
+        assert "no active plan" in message
+        v1 = await import_small(c, 1)
+        await c.plans.Rollout(admin_pb2.RolloutRequest(version=v1, actor="alice"))
+        off = await c.plans.DisablePlan(admin_pb2.DisablePlanRequest(actor="bob", reason="oops"))
+        assert (off.version, off.generation, off.action, off.actor) == ("", 2, "disable", "bob")
+        await refused(
+            c.plans.DisablePlan(admin_pb2.DisablePlanRequest()),
+            grpc.StatusCode.FAILED_PRECONDITION,
+        )
+        status = await c.plans.GetStatus(admin_pb2.GetStatusRequest())
+        assert status.pools[0].active.version == ""
+        assert not status.pools[0].HasField("active_destinations")
+        back = await c.plans.Rollback(admin_pb2.RollbackRequest(actor="carol"))
+        assert (back.version, back.generation) == (v1, 3)
+        audit = await stores.plans.read_audit("default", 10)
+        moves = [(e.action, e.actor, e.from_version, e.to_version) for e in audit if e.generation]
+        assert moves == [
+            ("rollout", "alice", "", v1),
+            ("disable", "bob", v1, ""),
+            ("rollback", "carol", "", v1),
+        ]
+        assert await stores.plans.previous_versions("default") == [v1]

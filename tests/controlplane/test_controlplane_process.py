@@ -23,6 +23,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from cacheroute.v1 import admin_pb2, admin_pb2_grpc
 from cacheroute_state import open_stores
 from dataplane.core.table_codec import table_to_proto
+from dataplane.server import RouterConfig, RouterServer
+from servekit.processes import free_port
 from tests.support.controlplane import traffic
 from tests.support.factories import small_plan
 
@@ -37,6 +39,7 @@ class ControlPlaneProcess:
         env = {k: v for k, v in os.environ.items() if not k.startswith("CACHEROUTE_")}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "controlplane", "--listen", "127.0.0.1:0",
+             "--embedded-redis-port", "0",  # tests: a free port (a later flag overrides it)
              "--metrics-listen", "127.0.0.1:0", "--load-publish-interval", "0.05",
              "--rate-update-interval", "0.1", "--shutdown-grace", "1", *args],
             cwd=ROOT,
@@ -149,6 +152,10 @@ async def test_restart_keeps_plans_pointer_and_rate_state(
     with grpc.insecure_channel(first.address) as channel:
         plans = admin_pb2_grpc.PlanServiceStub(channel)
         plans.ImportPlan(admin_pb2.ImportPlanRequest(table=table_to_proto(table)), timeout=5)
+        nodes = admin_pb2_grpc.NodeServiceStub(channel)
+        for i, node in enumerate(table.node_ids):
+            request = admin_pb2.AddNodeRequest(node_id=node, address=f"127.0.0.1:{9000 + i}")
+            nodes.AddNode(request, timeout=5)
         plans.Rollout(admin_pb2.RolloutRequest(version=table.version, actor="alice"), timeout=5)
     stores = open_stores(first.redis_url)
     try:
@@ -181,3 +188,84 @@ async def test_restart_keeps_plans_pointer_and_rate_state(
     finally:
         await stores.close()
     assert second.terminate() == 0
+
+
+async def test_a_restart_with_the_embedded_redis_keeps_routers_synced(
+    tmp_path: Path, processes: list[ControlPlaneProcess]
+) -> None:
+    """The embedded Redis comes back on its fixed port with its data, so a router started
+    against it (as the README says) follows rollouts made after the control plane restarted."""
+    port = free_port()
+    args = ("--embedded-redis-port", str(port), "--redis-data-dir", str(tmp_path / "redis"))
+    first = ControlPlaneProcess(*args)
+    processes.append(first)
+    assert first.redis_url == f"redis://127.0.0.1:{port}/0"
+    one, two = small_plan(seed=1), small_plan(seed=2)
+    with grpc.insecure_channel(first.address) as channel:
+        plans = admin_pb2_grpc.PlanServiceStub(channel)
+        nodes = admin_pb2_grpc.NodeServiceStub(channel)
+        for i, node in enumerate(one.node_ids):
+            request = admin_pb2.AddNodeRequest(node_id=node, address=f"127.0.0.1:{9000 + i}")
+            nodes.AddNode(request, timeout=5)
+        for table in (one, two):
+            plans.ImportPlan(admin_pb2.ImportPlanRequest(table=table_to_proto(table)), timeout=5)
+        plans.Rollout(admin_pb2.RolloutRequest(version=one.version), timeout=5)
+    config = RouterConfig(
+        listen="127.0.0.1:0", redis_url=first.redis_url, router_id="r1", table_interval_s=0.2,
+        load_interval_s=0.2, ack_interval_s=0.5, grace_s=0.5, metrics_listen=None,
+    )  # fmt: skip
+    router = RouterServer(config)
+    await router.start()
+    try:
+        await until_acked(first.address, "r1", 1)
+        await asyncio.sleep(1.2)  # the AOF is fsynced every second
+        assert first.terminate() == 0
+        second = ControlPlaneProcess(*args)
+        processes.append(second)
+        assert second.redis_url == first.redis_url
+        with grpc.insecure_channel(second.address) as channel:
+            plans = admin_pb2_grpc.PlanServiceStub(channel)
+            pointer = plans.Rollout(admin_pb2.RolloutRequest(version=two.version), timeout=5)
+            assert pointer.generation == 2  # the store kept generation 1
+        await until_acked(second.address, "r1", 2)
+        status = status_of(second.address)
+        assert f"redis://127.0.0.1:{port}/0 (embedded, supervised, AOF in" in status.store
+        assert second.terminate() == 0
+    finally:
+        await router.stop()
+
+
+async def test_the_embedded_redis_is_restarted_when_it_dies(
+    tmp_path: Path, processes: list[ControlPlaneProcess]
+) -> None:
+    plane = ControlPlaneProcess("--redis-data-dir", str(tmp_path / "redis"))
+    processes.append(plane)
+    started = plane.wait_for("started embedded redis")
+    table = small_plan(seed=3)
+    with grpc.insecure_channel(plane.address) as channel:
+        plans = admin_pb2_grpc.PlanServiceStub(channel)
+        plans.ImportPlan(admin_pb2.ImportPlanRequest(table=table_to_proto(table)), timeout=5)
+    await asyncio.sleep(1.2)  # fsynced
+    os.kill(started["pid"], signal.SIGKILL)
+    plane.wait_for("embedded redis exited; restarting it")
+    restarted = plane.wait_for("embedded redis restarted")
+    assert restarted["pid"] != started["pid"] and restarted["redis_url"] == plane.redis_url
+    with grpc.insecure_channel(plane.address) as channel:
+        plans = admin_pb2_grpc.PlanServiceStub(channel)
+        listed = plans.ListPlans(admin_pb2.ListPlansRequest(), timeout=5)
+        assert [p.metadata.version for p in listed.plans] == [table.version]
+    assert plane.terminate() == 0
+
+
+async def until_acked(address: str, router_id: str, generation: int, timeout: float = 15) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            acks = {a.router_id: a for p in status_of(address).pools for a in p.routers}
+        except grpc.RpcError:
+            acks = {}
+        ack = acks.get(router_id)
+        if ack is not None and ack.accepted and ack.generation == generation:
+            return
+        assert time.monotonic() < deadline, f"{router_id} never ACKed generation {generation}"
+        await asyncio.sleep(0.1)

@@ -6,12 +6,23 @@ Property tests over random inputs live in ``test_planner_properties.py``.
 from __future__ import annotations
 
 import math
+import time
+import types
 from typing import Any
 
 import numpy as np
 import pytest
 
-from controlplane.planner import TOP_KEYS, PlanError, PlanInput, admit, build_plan, replica_counts
+from controlplane import planner
+from controlplane.planner import (
+    TOP_KEYS,
+    PlanError,
+    PlanInput,
+    admit,
+    build_plan,
+    place_lpt,
+    replica_counts,
+)
 from dataplane.core.keys import hash_key
 from dataplane.core.table import RoutingTable
 
@@ -114,6 +125,7 @@ def test_no_keys_gives_an_empty_balanced_plan() -> None:
     assert table.stats.total_rate == 0.0
     assert table.stats.admitted_rate_share == 0.0
     assert table.stats.planned_imbalance == 1.0
+    assert (table.stats.max_replicas, table.stats.slots_used) == (0, 0)
 
 
 def test_admit_partitions_only_when_there_are_more_candidates_than_slots() -> None:
@@ -122,6 +134,8 @@ def test_admit_partitions_only_when_there_are_more_candidates_than_slots() -> No
     admission = admit(hashes, rates, q_cap=100.0, num_nodes=2, slots_total=4)
     assert rates[admission.order].tolist() == [9, 8, 7, 6]
     assert admission.replicas.tolist() == [1, 1, 1, 1]
+    assert admission.slots_total == 4
+    assert admit(hashes, rates, q_cap=100.0, num_nodes=2, slots_total=0).slots_total == 0
 
 
 # -- statistics, labels, params ---------------------------------------------------------------
@@ -136,6 +150,30 @@ def test_statistics_describe_the_plan() -> None:
     assert stats.tail_rate == pytest.approx(0.5)
     assert math.fsum(stats.planned_load) == pytest.approx(stats.total_rate)
     assert stats.build_ms > 0.0
+
+
+def test_build_ms_is_the_planners_own_elapsed_time_in_milliseconds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ticks = iter([100.0, 100.25])  # the planner reads its clock at the start and at the end
+    clock = types.SimpleNamespace(perf_counter=lambda: next(ticks), time=lambda: 5.0)
+    monkeypatch.setattr(planner, "time", clock)
+    assert plan({1: 1.0, 2: 3.0}).stats.build_ms == pytest.approx(250.0)
+
+
+def test_statistics_of_a_plan_below_one_request_per_second_per_node() -> None:
+    # Fractional rates are ordinary rates: shares and imbalance must not round to 0 or 1.
+    table = plan({1: 0.3, 2: 0.1, 3: 0.05}, slots_per_node=1)  # C = 3: everything admitted
+    stats = table.stats
+    assert sets(table) == {1: [0], 2: [1], 3: [2]}
+    assert stats.admitted_rate_share == pytest.approx(1.0)
+    assert stats.planned_load == pytest.approx((0.3, 0.1, 0.05))
+    assert stats.planned_imbalance == pytest.approx(0.3 / (0.45 / 3))
+    tail = plan({1: 0.3, 2: 0.1, 3: 0.05}, slots_per_node=0).stats
+    assert tail.admitted_rate_share == 0.0
+    assert tail.planned_imbalance == pytest.approx(1.0)
+    half = plan({1: 0.3, 2: 0.1, 3: 0.05, 4: 0.05}, nodes=["a"], slots_per_node=2).stats
+    assert half.admitted_rate_share == pytest.approx(0.4 / 0.5)
 
 
 def test_top_keys_carry_their_labels_in_admission_order() -> None:
@@ -156,13 +194,91 @@ def test_params_record_the_inputs_and_the_seed_only_for_random_placement() -> No
     assert (lpt.params.q_cap, lpt.params.slots_per_node, lpt.params.placement) == (10.0, 2, "lpt")
     assert lpt.params.node_weights == (1.0, 2.0, 3.0)
     assert lpt.params.seed == 0
-    assert plan({1: 1.0}, placement="random", seed=5).params.seed == 5
+    random = plan({1: 1.0}, placement="random", seed=5).params
+    assert (random.placement, random.seed) == ("random", 5)
+    assert plan({1: 1.0}, placement="hash", seed=5).params.placement == "hash"
+
+
+def test_integer_weights_give_the_same_plan_and_version_as_the_equal_floats() -> None:
+    ints = plan({1: 4.0, 2: 2.0}, node_weights=[1, 3, 2])
+    floats = plan({1: 4.0, 2: 2.0}, node_weights=[1.0, 3.0, 2.0])
+    assert ints.content_hash == floats.content_hash
+
+
+def test_creation_time_defaults_to_now_in_milliseconds() -> None:
+    before = int(time.time() * 1000)
+    table = build_plan(
+        PlanInput(
+            key_hashes=np.array([1], dtype=np.uint64),
+            rates=np.array([1.0]),
+            node_ids=NODES,
+            q_cap=1.0,
+            slots_per_node=1,
+        )
+    )
+    assert before <= table.created_at_unix_ms <= int(time.time() * 1000)
 
 
 def test_pool_and_creation_time_are_recorded() -> None:
     table = plan({1: 1.0}, pool="eu-west")
     assert table.pool == "eu-west"
     assert table.created_at_unix_ms == 1
+
+
+# -- capacity weights in LPT ------------------------------------------------------------------
+
+
+def test_lpt_compares_destinations_by_load_per_unit_of_weight() -> None:
+    # node 1 has twice node 0's capacity: its load 3 is 1.5 per unit, below node 0's 2
+    loads = [2.0, 3.0]
+    assert place_lpt([6.0], [1], loads, [1.0, 2.0]) == [[1]]
+    assert loads == [2.0, 9.0]
+
+
+def test_lpt_keeps_placing_by_normalised_load_as_it_fills_weighted_destinations() -> None:
+    # weights 1 and 2, four keys of rate 2: normalised loads go (0,0) -> (2,0) -> (2,1) -> (2,2)
+    loads = [0.0, 0.0]
+    assert place_lpt([2.0] * 4, [1] * 4, loads, [1.0, 2.0]) == [[0], [1], [1], [0]]
+    assert loads == [4.0, 4.0]
+
+
+def test_lpt_splits_a_replicated_keys_rate_over_its_least_loaded_destinations() -> None:
+    loads = [1.0, 0.0, 5.0, 0.5]
+    assert place_lpt([9.0], [3], loads, [1.0] * 4) == [[0, 1, 3]]
+    assert loads == [4.0, 3.0, 5.0, 3.5]
+
+
+def test_weighted_plan_puts_more_warm_keys_on_bigger_destinations() -> None:
+    rates = {h: 1.0 for h in range(1, 31)}
+    table = plan(rates, nodes=["small", "big"], slots_per_node=30, node_weights=[1.0, 4.0])
+    per_node = [sum(m == [r] for m in sets(table).values()) for r in range(2)]
+    assert per_node == [6, 24]  # load per unit of weight ends equal: 6 / 1 == 24 / 4
+
+
+# -- limits and duplicates --------------------------------------------------------------------
+
+
+def test_the_largest_allowed_cluster_of_65535_destinations_is_planned() -> None:
+    nodes = [f"n{i}" for i in range(65535)]
+    table = plan({1: 5.0, 2: 1.0}, nodes=nodes, q_cap=1.0, slots_per_node=1)
+    assert len(table.node_ids) == 65535
+    assert sets(table) == {1: [0, 1, 2, 3, 4], 2: [5]}
+
+
+@pytest.mark.parametrize("repeat", [101, 105, 109, 112], ids=lambda h: f"repeat-{h}")
+def test_a_repeated_admitted_key_is_rejected_wherever_it_sorts(repeat: int) -> None:
+    hashes = [112, 101, 109, 105, repeat]
+    rates = [5.0, 4.0, 3.0, 2.0, 1.0]
+    with pytest.raises(PlanError, match=f"key_hashes repeat {repeat}; a key is listed once"):
+        build_plan(
+            PlanInput(
+                key_hashes=np.array(hashes, dtype=np.uint64),
+                rates=np.array(rates),
+                node_ids=NODES,
+                q_cap=10.0,
+                slots_per_node=4,
+            )
+        )
 
 
 # -- ablation placements ----------------------------------------------------------------------
@@ -187,6 +303,17 @@ def test_random_placement_draws_k_distinct_destinations_deterministically() -> N
     assert all(len(s) == (3 if h < 5 else 1) for h, s in sets(first).items())
 
 
+def test_random_placement_plans_each_replicas_share_of_the_rate() -> None:
+    rates = {1: 30.0, 2: 10.0, 3: 6.0, 4: 2.0}
+    table = plan(rates, nodes=["a", "b", "c", "d"], placement="random", seed=9, q_cap=10.0)
+    expected = [0.0] * 4
+    for key, members in sets(table).items():
+        for m in members:
+            expected[m] += rates[key] / len(members)
+    assert table.stats.planned_load == pytest.approx(expected)
+    assert math.fsum(table.stats.planned_load) == pytest.approx(48.0)
+
+
 # -- bad input --------------------------------------------------------------------------------
 
 BAD: list[tuple[str, dict[str, Any], str]] = [
@@ -204,8 +331,8 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
     ("rate nan", {"rates": np.array([1.0, math.nan])}, "rates must be finite and >= 0"),
     ("rate inf", {"rates": np.array([math.inf, 1.0])}, "rates must be finite and >= 0"),
     ("weights count", {"node_weights": [1.0]}, "1 weights for 2 destinations"),
-    ("weight zero", {"node_weights": [1.0, 0.0]}, "weights must be positive"),
-    ("weight nan", {"node_weights": [1.0, math.nan]}, "weights must be positive"),
+    ("weight zero", {"node_weights": [1.0, 0.0]}, "destination weights must be positive"),
+    ("weight nan", {"node_weights": [1.0, math.nan]}, "destination weights must be positive"),
     ("seed negative", {"placement": "random", "seed": -1}, "seed must be"),
     ("seed too big", {"seed": 2**64}, "seed must be"),
     ("duplicate keys", {"key_hashes": np.array([7, 7], np.uint64)}, "key_hashes repeat 7"),
@@ -222,5 +349,5 @@ def test_bad_input_raises_plan_error_naming_the_input(change: dict[str, Any], me
         "slots_per_node": 4,
         **change,
     }
-    with pytest.raises(PlanError, match=message):
+    with pytest.raises(PlanError, match=f"^{message}"):  # the message starts with the rule
         build_plan(PlanInput(**args))

@@ -93,7 +93,7 @@ def test_validate_key_accepts_exactly_512_bytes_of_multibyte_text() -> None:
 
 
 def test_validate_key_rejects_an_empty_key() -> None:
-    with pytest.raises(InvalidKeyError, match="empty"):
+    with pytest.raises(InvalidKeyError, match=r"^key is empty$"):
         validate_key("")
 
 

@@ -157,3 +157,38 @@ def test_cacheroute_and_ablations_route_planned_keys_to_their_sets(
             if placement == "hash":
                 assert len(members) == 1
     assert warm > 0
+
+
+def shared_set_table(num_keys: int) -> RoutingTable:
+    """``num_keys`` warm keys, all on destinations n0, n1, n2 (the worst case for herding)."""
+    return make_table(
+        pool="test",
+        node_ids=("n0", "n1", "n2"),
+        key_hashes=np.arange(1, num_keys + 1, dtype=np.uint64) * 7919,
+        set_offsets=(np.arange(num_keys + 1) * 3).astype(np.uint32),
+        set_members=np.tile(np.array([0, 1, 2], dtype=np.uint16), num_keys),
+        params=PlannerParams(q_cap=1.0, slots_per_node=num_keys),
+        created_at_unix_ms=0,
+    )
+
+
+def test_cacheroute_equal_loads_rotate_from_the_key_hash_so_keys_spread_over_a_set() -> None:
+    # docs/ARCHITECTURE.md: "equal loads inside a set rotate from key_hash mod k", so warm keys
+    # sharing one set do not all pile onto its lowest index while the loads are equal.
+    shared = shared_set_table(300)
+    view = LoadView(NodeSet(["n0", "n1", "n2"]), table=shared)
+    view.apply_snapshot(0.0, [4.0, 4.0, 4.0])
+    policy = CacheRoutePolicy()
+    chosen = [policy.choose(Request(int(h)), view).node for h in shared.key_hashes]
+    assert chosen == [int(h) % 3 for h in shared.key_hashes]
+    assert sorted(chosen.count(m) for m in range(3)) == [100, 100, 100]
+
+
+def test_cacheroute_tie_rotation_skips_ineligible_members() -> None:
+    # With member n1 unhealthy the rotation runs over the eligible members [n0, n2] only.
+    shared = shared_set_table(40)
+    view = LoadView(NodeSet(["n0", "n1", "n2"]), table=shared)
+    view.apply_snapshot(0.0, [1.0, 0.0, 1.0], healthy=[True, False, True])
+    policy = CacheRoutePolicy()
+    for h in shared.key_hashes.tolist():
+        assert policy.choose(Request(h), view).node == [0, 2][h % 2]

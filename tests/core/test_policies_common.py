@@ -87,15 +87,20 @@ def test_make_policy_applies_params_and_rejects_unknown_names() -> None:
         make_policy("sticky", epsilon=0.5)
 
 
+# Policies that draw from their seeded RNG: p2c (flat, and cacheroute's tail and fallback) and
+# Preble's random tie-break. The others must not depend on the seed at all.
+RANDOMISED = {"flat", "preble", "cacheroute", "affinity_only", "replicate_random"}
+
+
 @pytest.mark.parametrize("name", NAMES)
-def test_same_seed_and_calls_give_the_same_decisions(name: str) -> None:
-    assert drive(name, seed=7) == drive(name, seed=7)
-
-
-@pytest.mark.parametrize("name", ["flat", "preble"])
-def test_randomised_policies_depend_on_their_seed(name: str) -> None:
-    # Shows the determinism check above can fail: a different seed changes random choices.
-    assert drive(name, seed=7) != drive(name, seed=8)
+def test_same_seed_and_calls_give_the_same_decisions_and_only_random_policies_vary(
+    name: str,
+) -> None:
+    first = drive(name, seed=7)
+    assert first == drive(name, seed=7)
+    # the check above can fail: another seed changes a randomised policy's choices
+    other_seeds_differ = [first != drive(name, seed=seed) for seed in (8, 9)]
+    assert other_seeds_differ == [name in RANDOMISED] * 2
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -114,6 +114,18 @@ def test_an_older_or_repeated_snapshot_is_ignored() -> None:
     assert router.pools["default"].view.loads == [0.0, 10.0]
 
 
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -1.0], ids=["nan", "inf", "negative"])
+def test_a_snapshot_with_a_load_that_is_not_a_finite_count_is_refused_whole(bad: float) -> None:
+    # A NaN load compares false both ways, so the node would win every tie rotation it starts.
+    router = Router()
+    router.install_table("default", table_for({"hot": ["a", "b"]}, ["a", "b"]), 1)
+    assert router.apply_load(snapshot([("a", 3.0), ("b", 1.0)], seq=1))
+    with pytest.raises(ValueError, match=r"node 'a' has load .*; loads are finite, >= 0"):
+        router.apply_load(snapshot([("a", bad), ("b", 9.0)], seq=2, at_ms=NOW_MS + 1))
+    assert router.pools["default"].view.loads == [3.0, 1.0]  # the last good snapshot stays
+    assert router.apply_load(snapshot([("a", 0.0), ("b", 9.0)], seq=2, at_ms=NOW_MS + 1))
+
+
 def test_drained_and_unhealthy_members_are_not_chosen() -> None:
     router = Router()
     router.install_table("default", table_for({"hot": ["a", "b", "c"]}, ["a", "b", "c"]), 1)

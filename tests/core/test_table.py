@@ -14,7 +14,6 @@ from dataplane.core.table import (
     PlanStats,
     RoutingTable,
     TableError,
-    content_hash,
     make_table,
     validate_arrays,
     version_of,
@@ -55,17 +54,17 @@ def check(
 # -- validation: each rule, each with a message naming it -------------------------------------
 
 CORRUPT = [
-    ("unsorted hashes", [20, 10, 30], OFFSETS, MEMBERS, "not sorted and unique"),
-    ("duplicate hashes", [10, 20, 20], OFFSETS, MEMBERS, "not sorted and unique"),
-    ("member index >= nodes", HASHES, OFFSETS, [2, 0, 3, 1], "set member is 3; there are 3"),
-    ("set repeats a member", HASHES, OFFSETS, [2, 1, 1, 1], "repeats a member"),
-    ("set not sorted", HASHES, OFFSETS, [2, 1, 0, 1], "repeats a member or is not sorted"),
-    ("empty set", HASHES, [0, 1, 1, 2], [2, 0], "destination set is empty"),
-    ("offsets too short", HASHES, [0, 1, 3], MEMBERS[:3], "3 entries; expected 4"),
-    ("offsets too long", HASHES, [0, 1, 2, 3, 4], MEMBERS, "5 entries; expected 4"),
+    ("unsorted hashes", [20, 10, 30], OFFSETS, MEMBERS, "key hashes are not sorted and unique"),
+    ("duplicate hashes", [10, 20, 20], OFFSETS, MEMBERS, "key hashes are not sorted and unique"),
+    ("member index >= nodes", HASHES, OFFSETS, [2, 0, 3, 1], "a set member is 3; there are 3"),
+    ("set repeats a member", HASHES, OFFSETS, [2, 1, 1, 1], "a destination set repeats a member"),
+    ("set not sorted", HASHES, OFFSETS, [2, 1, 0, 1], "a destination set repeats a member or"),
+    ("empty set", HASHES, [0, 1, 1, 2], [2, 0], "a destination set is empty"),
+    ("offsets too short", HASHES, [0, 1, 3], MEMBERS[:3], "set_offsets has 3 entries; expected 4"),
+    ("offsets too long", HASHES, [0, 1, 2, 3, 4], MEMBERS, "set_offsets has 5 entries; expected 4"),
     ("offsets[0] != 0", HASHES, [1, 2, 3, 4], MEMBERS, re.escape("set_offsets[0] is not 0")),
-    ("offsets end short", HASHES, [0, 1, 2, 3], MEMBERS, "ends at 3 but there are 4"),
-    ("offsets end long", HASHES, [0, 1, 3, 5], MEMBERS, "ends at 5 but there are 4"),
+    ("offsets end short", HASHES, [0, 1, 2, 3], MEMBERS, "set_offsets ends at 3 but there are 4"),
+    ("offsets end long", HASHES, [0, 1, 3, 5], MEMBERS, "set_offsets ends at 5 but there are 4"),
 ]
 
 
@@ -77,33 +76,46 @@ CORRUPT = [
 def test_validate_arrays_rejects_a_corrupt_layout_naming_the_rule(
     hashes: list[int], offsets: list[int], members: list[int], message: str
 ) -> None:
-    with pytest.raises(TableError, match=message):
+    with pytest.raises(TableError, match=f"^{message}"):  # the message starts with the rule
         check(hashes, offsets, members)
 
 
 @pytest.mark.parametrize(
     ("nodes", "message"),
     [
-        ((), "no destinations"),
+        ((), "table has no destinations"),
         (("a", "b", "a"), "destination ids are not unique"),
-        (("a", "", "c"), "destination id is empty"),
-        (tuple(f"n{i}" for i in range(65536)), "65536 destinations; the limit is 65535"),
+        (("a", "", "c"), "a destination id is empty"),
+        (tuple(f"n{i}" for i in range(65536)), "table has 65536 destinations; the limit is 65535"),
     ],
     ids=["no nodes", "duplicate ids", "empty id", "too many"],
 )
 def test_validate_arrays_rejects_bad_destination_lists(
     nodes: tuple[str, ...], message: str
 ) -> None:
-    with pytest.raises(TableError, match=message):
+    with pytest.raises(TableError, match=f"^{message}"):
         check(HASHES, OFFSETS, MEMBERS, nodes)
 
 
-def test_validate_arrays_accepts_an_empty_table() -> None:
-    check([], [0], [])
+def test_an_empty_table_is_valid_and_serves_no_key() -> None:
+    empty = table(key_hashes=[], set_offsets=[0], set_members=[])
+    assert (empty.num_keys, empty.nbytes) == (0, 4)
+    assert [empty.destinations(h) for h in (0, 10, 2**64 - 1)] == [None, None, None]
+    with pytest.raises(TableError, match="set_offsets has 0 entries; expected 1"):
+        check([], [], [])  # the one offset an empty table needs is still required
 
 
-def test_validate_arrays_accepts_the_largest_hash_and_a_full_set() -> None:
-    check([0, 2**64 - 1], [0, 3, 4], [0, 1, 2, 2])
+def test_the_largest_hash_and_a_set_of_every_destination_are_valid_and_found() -> None:
+    t = table(key_hashes=[0, 2**64 - 1], set_offsets=[0, 3, 4], set_members=[0, 1, 2, 2])
+    assert t.destinations(0) == [0, 1, 2]
+    assert t.destination_ids(2**64 - 1) == ["node-c"]
+    assert t.find(2**64 - 2) == -1
+
+
+def test_the_largest_allowed_destination_list_of_65535_is_valid() -> None:
+    nodes = tuple(f"n{i}" for i in range(65535))
+    t = table(node_ids=nodes, set_members=[65534, 0, 1, 1])
+    assert t.destination_ids(10) == ["n65534"]
 
 
 def test_make_table_rejects_an_unknown_placement() -> None:
@@ -114,6 +126,12 @@ def test_make_table_rejects_an_unknown_placement() -> None:
 def test_make_table_rejects_weights_not_matching_the_destinations() -> None:
     with pytest.raises(TableError, match="2 node weights for 3 destinations"):
         table(params=PlannerParams(q_cap=1.0, slots_per_node=1, node_weights=(1.0, 2.0)))
+
+
+@pytest.mark.parametrize("seed", [-1, 2**64])
+def test_make_table_rejects_a_seed_outside_u64(seed: int) -> None:
+    with pytest.raises(TableError, match=r"seed must be an integer in \[0, 2\*\*64\)"):
+        table(params=PlannerParams(q_cap=1.0, slots_per_node=1, seed=seed))
 
 
 # -- lookup -----------------------------------------------------------------------------------
@@ -189,7 +207,12 @@ def test_arrays_over_immutable_bytes_are_kept_without_a_copy() -> None:
 
 def test_make_table_accepts_plain_lists() -> None:
     t = table(key_hashes=HASHES, set_offsets=OFFSETS, set_members=MEMBERS)
-    assert t.key_hashes.dtype == np.uint64
+    assert (t.key_hashes.dtype, t.set_offsets.dtype, t.set_members.dtype) == (
+        np.uint64,
+        np.uint32,
+        np.uint16,
+    )
+    assert t.nbytes == 3 * 8 + 4 * 4 + 4 * 2
     assert t.destination_ids(30) == ["node-b"]
 
 
@@ -221,6 +244,7 @@ def test_content_hash_ignores_build_time_stats_and_labels() -> None:
         {"params": PlannerParams(q_cap=5.0, slots_per_node=2, placement="hash")},
         {"params": PlannerParams(q_cap=5.0, slots_per_node=2, seed=7)},
         {"params": PlannerParams(q_cap=5.0, slots_per_node=2, node_weights=(1.0, 1.0, 2.0))},
+        {"params": PlannerParams(q_cap=5.0, slots_per_node=2, seed=2**63)},
     ],
     ids=lambda change: next(iter(change)),
 )
@@ -230,11 +254,35 @@ def test_content_hash_changes_with_any_content(change: dict[str, Any]) -> None:
     assert table(**change).content_hash != table().content_hash
 
 
+def test_content_hash_covers_weight_values_not_just_their_count() -> None:
+    # plans that differ only in capacity weights must get different versions
+    weights = [(1.0, 1.0, 2.0), (1.0, 2.0, 1.0), (1.0, 1.0, 2.5)]
+    hashes = {
+        table(params=PlannerParams(q_cap=5.0, slots_per_node=2, node_weights=w)).content_hash
+        for w in weights
+    }
+    assert len(hashes) == len(weights)
+
+
+def test_content_hash_tells_apart_pool_and_node_id_boundaries() -> None:
+    # length prefixes: moving bytes between adjacent strings changes the hash
+    a = table(node_ids=("ab", "c", "d"))
+    b = table(node_ids=("a", "bc", "d"))
+    assert a.content_hash != b.content_hash
+
+
 def test_expected_content_hash_must_match() -> None:
     good = table().content_hash
     assert table(expected_content_hash=good).content_hash == good
-    with pytest.raises(TableError, match="content hash mismatch"):
+    message = f"^content hash mismatch: table says {'0' * 16}…, content is {good[:16]}…$"
+    with pytest.raises(TableError, match=message):
         table(expected_content_hash="0" * 64)
+
+
+def test_the_largest_u32_slot_count_is_hashed() -> None:
+    # W is hashed as an unsigned 32-bit field, so the top of its range must hash (and differ)
+    top = table(params=PlannerParams(q_cap=5.0, slots_per_node=2**32 - 1)).content_hash
+    assert top != table(params=PlannerParams(q_cap=5.0, slots_per_node=2**31 - 1)).content_hash
 
 
 def test_trusted_content_hash_is_taken_without_hashing_but_layout_is_still_checked() -> None:
@@ -243,10 +291,3 @@ def test_trusted_content_hash_is_taken_without_hashing_but_layout_is_still_check
     assert trusted.version == "p" + "ab" * 8
     with pytest.raises(TableError, match="not sorted"):
         table(trusted_content_hash="ab" * 32, key_hashes=np.array([3, 2, 1], np.uint64))
-
-
-def test_content_hash_function_is_what_make_table_records() -> None:
-    t = table()
-    assert t.content_hash == content_hash(
-        t.pool, t.node_ids, t.key_hashes, t.set_offsets, t.set_members, t.params
-    )

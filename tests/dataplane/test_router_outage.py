@@ -6,10 +6,12 @@ import asyncio
 
 import grpc
 import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from cacheroute.v1 import routing_pb2, routing_pb2_grpc
 from cacheroute_state import open_stores
 from cacheroute_state.embedded import EmbeddedRedis
+from cacheroute_state.urls import redacted
 from dataplane.core.keys import hash_key
 from tests.dataplane.test_router_service import (
     NODES,
@@ -97,6 +99,13 @@ async def test_routing_survives_a_redis_outage_and_converges_after_it(tmp_path: 
             restarted.stop()
 
 
+async def health_of(channel: grpc.aio.Channel) -> int:
+    answer = await health_pb2_grpc.HealthStub(channel).Check(
+        health_pb2.HealthCheckRequest(service="cacheroute.v1.RouterService"), timeout=5
+    )
+    return int(answer.status)
+
+
 async def test_a_router_started_without_redis_serves_unavailable_then_catches_up() -> None:
     redis = EmbeddedRedis()  # port chosen, not started yet
     stores = open_stores(redis.url)
@@ -108,10 +117,12 @@ async def test_a_router_started_without_redis_serves_unavailable_then_catches_up
             grpc.aio.insecure_channel(server.address) as channel,
         ):
             stub = routing_pb2_grpc.RouterServiceStub(channel)
+            assert await health_of(channel) == health_pb2.HealthCheckResponse.NOT_SERVING
             with pytest.raises(grpc.aio.AioRpcError) as raised:
                 await stub.Route(routing_pb2.RouteRequest(key="key-1"))
             assert raised.value.code() == grpc.StatusCode.UNAVAILABLE
             assert "has no destinations yet" in str(raised.value.details())
+            assert f"not synced with Redis at {redis.url}" in str(raised.value.details())
             redis.start()
             table = small_plan(seed=5)
             await rollout(stores, await store_plan(stores, table))
@@ -125,6 +136,22 @@ async def test_a_router_started_without_redis_serves_unavailable_then_catches_up
                 return bool(reply.version == table.version)
 
             await eventually(serving, timeout=15.0)
+
+            async def healthy() -> bool:
+                return await health_of(channel) == health_pb2.HealthCheckResponse.SERVING
+
+            await eventually(healthy, timeout=5.0)
+            redis.stop()  # an outage after the first sync: it keeps serving what it holds
+            await asyncio.sleep(0.5)
+            assert await health_of(channel) == health_pb2.HealthCheckResponse.SERVING
+            reply = await stub.Route(routing_pb2.RouteRequest(key="key-1"))
+            assert reply.version == table.version
     finally:
         await stores.close()
         redis.stop()
+
+
+def test_a_store_url_is_shown_without_its_password() -> None:
+    assert redacted("redis://:s3cret@10.0.0.1:6380/2") == "redis://:***@10.0.0.1:6380/2"
+    assert redacted("rediss://app:pw@[::1]:6379/0") == "rediss://app:***@[::1]:6379/0"
+    assert redacted("redis://127.0.0.1:6379/0") == "redis://127.0.0.1:6379/0"

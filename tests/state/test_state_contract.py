@@ -77,6 +77,24 @@ async def test_move_active_increments_generation_and_records_history(stores: Sto
     assert audit[1].from_version == v1
 
 
+async def test_an_empty_version_disables_without_a_plan_and_stays_out_of_history(
+    stores: Stores,
+) -> None:
+    v1 = await store_plan(stores, 1)
+    await stores.plans.move_active(
+        "default", v1, expected_generation=0, actor="alice", action="rollout"
+    )
+    off = await stores.plans.move_active(
+        "default", "", expected_generation=1, actor="bob", action="disable"
+    )
+    assert (off.version, off.generation, off.action) == ("", 2, "disable")
+    again = await stores.plans.move_active(
+        "default", v1, expected_generation=2, actor="bob", action="rollback"
+    )
+    assert again.generation == 3
+    assert await stores.plans.previous_versions("default") == [v1]  # "" is never history
+
+
 async def test_move_active_is_compare_and_set(stores: Stores) -> None:
     v1, v2 = await store_plan(stores, 1), await store_plan(stores, 2)
     await stores.plans.move_active(

@@ -14,7 +14,7 @@ from typing import Any
 
 import grpc
 
-from cacheroute.v1 import admin_pb2_grpc, agent_pb2, agent_pb2_grpc, cluster_pb2
+from cacheroute.v1 import admin_pb2, admin_pb2_grpc, agent_pb2, agent_pb2_grpc, cluster_pb2
 from controlplane.config import ControlPlaneConfig
 from controlplane.server import ControlPlane
 from dataplane.core.keys import hash_key
@@ -34,6 +34,12 @@ def fast_config(redis_url: str, **overrides: Any) -> ControlPlaneConfig:
         instance_id="cp-test",
     )
     return replace(base, **overrides)
+
+
+def quick_config(redis_url: str, **overrides: Any) -> ControlPlaneConfig:
+    """fast_config that stops at once: a short grace (no RPC is left in flight at the end) and
+    no HTTP metrics endpoint (closing one takes its 0.5 s poll; the registry is still there)."""
+    return fast_config(redis_url, **{"grace_s": 0.05, "metrics_listen": "", **overrides})
 
 
 @asynccontextmanager
@@ -155,3 +161,13 @@ def traffic(
 
 def node_ids(statuses: Sequence[Any]) -> list[str]:
     return [s.record.node_id for s in statuses]
+
+
+async def register_nodes(c: Clients, pool: str = "default", count: int = 4) -> list[str]:
+    """Static nodes node-0..node-{count-1}: the destinations of ``factories.small_plan``, so a
+    rollout of such a plan passes the destination gate."""
+    ids = [f"node-{i}" for i in range(count)]
+    for i, node in enumerate(ids):
+        request = admin_pb2.AddNodeRequest(pool=pool, node_id=node, address=f"127.0.0.1:{9000 + i}")
+        await c.nodes.AddNode(request)
+    return ids

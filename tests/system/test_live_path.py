@@ -252,7 +252,9 @@ async def test_an_invalid_table_is_nacked_with_a_reason_and_the_last_good_one_se
         # leave it: routers must refuse it. (ImportPlan itself validates, so write to Redis.)
         bad = plan_for(5)
         await stores.plans.put_plan(b"\x0a\x05not a table", metadata_for(bad))
-        assert await live.cachectl("plan", "rollout", bad.version) == 0
+        # the control plane's rollout gate refuses it too; forced, it reaches the routers
+        assert await live.cachectl("plan", "rollout", bad.version) == 2
+        assert await live.cachectl("plan", "rollout", bad.version, "--force") == 0
 
         async def both_nacked() -> bool:
             status = await live.admin.plans.GetStatus(admin_pb2.GetStatusRequest(pool="default"))
@@ -267,3 +269,59 @@ async def test_an_invalid_table_is_nacked_with_a_reason_and_the_last_good_one_se
         await eventually(both_nacked, timeout=2.0)
         for stub in live.stubs:
             assert await follow(stub, good, 1)
+
+
+async def test_plan_disable_makes_both_routers_answer_no_table_and_rollback_restores(
+    redis_url: str, tmp_path: Path, stores: Stores
+) -> None:
+    table = plan_for(6)
+    async with cluster(redis_url) as live:
+        await import_plan(live, table, tmp_path / "plan")
+        assert await live.cachectl("plan", "rollout", table.version) == 0
+
+        async def all_follow(plan: RoutingTable, generation: int) -> bool:
+            return all([await follow(stub, plan, generation) for stub in live.stubs])
+
+        await eventually(lambda: all_follow(table, 1), timeout=1.0)
+        assert await live.cachectl("plan", "disable", "--reason", "incident") == 0
+
+        async def all_flat() -> bool:
+            for stub in live.stubs:
+                for decision in await answers(stub, warm_keys(table)):
+                    if decision.reason != routing_pb2.ROUTE_REASON_NO_TABLE:
+                        return False
+                    if (decision.generation, decision.version) != (2, ""):
+                        return False
+            return True
+
+        await eventually(all_flat, timeout=1.0)
+        assert await live.cachectl("plan", "rollback") == 0
+        await eventually(lambda: all_follow(table, 3), timeout=1.0)
+        audit = await stores.plans.read_audit("default", 20)
+        assert [(e.action, e.detail) for e in audit if e.generation][1] == ("disable", "incident")
+
+
+async def test_a_plan_for_unknown_nodes_is_refused_by_cachectl_and_status_shows_them(
+    redis_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rates = tmp_path / "rates.csv"
+    rates.write_text("key,rate\nacme/bot,40\nglobex/app,12\n")
+    path = tmp_path / "plan.bin"
+    async with cluster(redis_url) as live:
+        built = await live.cachectl(
+            "plan", "build", "--rates", str(rates), "--num-nodes", "2", "--q-cap", "20",
+            "--slots-per-node", "2", "--out", str(path),
+        )  # fmt: skip
+        assert built == 0
+        capsys.readouterr()
+        assert await live.cachectl("plan", "import", str(path)) == 0
+        out = capsys.readouterr().out
+        assert "destinations: 0 of 2 registered in the pool" in out and "node-0" in out
+        version = out.split()[1]
+        assert await live.cachectl("plan", "rollout", version) == 2
+        err = capsys.readouterr().err
+        assert "not registered nodes of pool default: node-0, node-1" in err and "--force" in err
+        assert await live.cachectl("plan", "rollout", version, "--force") == 0
+        capsys.readouterr()
+        assert await live.cachectl("status") == 0
+        assert "not registered (2 holding warm keys): node-0, node-1" in capsys.readouterr().out

@@ -28,23 +28,80 @@ class PlanSummary(_message.Message):
 
     METADATA_FIELD_NUMBER: _builtins.int
     ACTIVE_FIELD_NUMBER: _builtins.int
+    DESTINATIONS_FIELD_NUMBER: _builtins.int
     active: _builtins.bool
     """Whether this version is the pool's active one."""
     @_builtins.property
     def metadata(self) -> _table_pb2.PlanMetadata: ...
+    @_builtins.property
+    def destinations(self) -> Global___DestinationCheck:
+        """The plan's destinations against the pool's node registry, as of this answer."""
+
     def __init__(
         self,
         *,
         metadata: _table_pb2.PlanMetadata | None = ...,
         active: _builtins.bool = ...,
+        destinations: Global___DestinationCheck | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["metadata", b"metadata"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["destinations", b"destinations", "metadata", b"metadata"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["active", b"active", "metadata", b"metadata"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["active", b"active", "destinations", b"destinations", "metadata", b"metadata"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___PlanSummary: _TypeAlias = PlanSummary  # noqa: Y015
+
+@_typing.final
+class DestinationCheck(_message.Message):
+    """How a plan's destinations match the pool's registered nodes. A warm destination (one holding
+    warm keys) that is not registered sends those keys to the fallback: rollout refuses it
+    unless forced.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DESTINATIONS_FIELD_NUMBER: _builtins.int
+    REGISTERED_FIELD_NUMBER: _builtins.int
+    ELIGIBLE_FIELD_NUMBER: _builtins.int
+    MISSING_FIELD_NUMBER: _builtins.int
+    MISSING_WARM_FIELD_NUMBER: _builtins.int
+    INELIGIBLE_FIELD_NUMBER: _builtins.int
+    destinations: _builtins.int
+    """node ids the plan names"""
+    registered: _builtins.int
+    """of them, registered in the pool"""
+    eligible: _builtins.int
+    """of them, registered, healthy and not draining"""
+    @_builtins.property
+    def missing(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """not registered"""
+
+    @_builtins.property
+    def missing_warm(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """not registered and holding warm keys"""
+
+    @_builtins.property
+    def ineligible(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """registered but down, unhealthy or draining"""
+
+    def __init__(
+        self,
+        *,
+        destinations: _builtins.int = ...,
+        registered: _builtins.int = ...,
+        eligible: _builtins.int = ...,
+        missing: _abc.Iterable[_builtins.str] | None = ...,
+        missing_warm: _abc.Iterable[_builtins.str] | None = ...,
+        ineligible: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["destinations", b"destinations", "eligible", b"eligible", "ineligible", b"ineligible", "missing", b"missing", "missing_warm", b"missing_warm", "registered", b"registered"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DestinationCheck: _TypeAlias = DestinationCheck  # noqa: Y015
 
 @_typing.final
 class BuildPlanRequest(_message.Message):
@@ -393,12 +450,17 @@ class RolloutRequest(_message.Message):
     EXPECTED_GENERATION_FIELD_NUMBER: _builtins.int
     ACTOR_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
+    FORCE_FIELD_NUMBER: _builtins.int
     pool: _builtins.str
     version: _builtins.str
     expected_generation: _builtins.int
     """Compare-and-set: apply only if the pointer's generation is still this one."""
     actor: _builtins.str
     reason: _builtins.str
+    force: _builtins.bool
+    """Roll out although a rollout gate refuses (unknown warm destinations, ...); the refusals
+    are recorded in the audit event's detail with the actor.
+    """
     def __init__(
         self,
         *,
@@ -407,10 +469,11 @@ class RolloutRequest(_message.Message):
         expected_generation: _builtins.int | None = ...,
         actor: _builtins.str = ...,
         reason: _builtins.str = ...,
+        force: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_expected_generation", b"_expected_generation", "expected_generation", b"expected_generation"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_generation", b"_expected_generation", "actor", b"actor", "expected_generation", b"expected_generation", "pool", b"pool", "reason", b"reason", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_generation", b"_expected_generation", "actor", b"actor", "expected_generation", b"expected_generation", "force", b"force", "pool", b"pool", "reason", b"reason", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__expected_generation: _TypeAlias = _typing.Literal["expected_generation"]  # noqa: Y015
     _WhichOneofArgType__expected_generation: _TypeAlias = _typing.Literal["_expected_generation", b"_expected_generation"]  # noqa: Y015
@@ -451,6 +514,36 @@ class RollbackRequest(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__expected_generation) -> _WhichOneofReturnType__expected_generation | None: ...
 
 Global___RollbackRequest: _TypeAlias = RollbackRequest  # noqa: Y015
+
+@_typing.final
+class DisablePlanRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    POOL_FIELD_NUMBER: _builtins.int
+    EXPECTED_GENERATION_FIELD_NUMBER: _builtins.int
+    ACTOR_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    pool: _builtins.str
+    expected_generation: _builtins.int
+    actor: _builtins.str
+    reason: _builtins.str
+    def __init__(
+        self,
+        *,
+        pool: _builtins.str = ...,
+        expected_generation: _builtins.int | None = ...,
+        actor: _builtins.str = ...,
+        reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_expected_generation", b"_expected_generation", "expected_generation", b"expected_generation"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_generation", b"_expected_generation", "actor", b"actor", "expected_generation", b"expected_generation", "pool", b"pool", "reason", b"reason"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__expected_generation: _TypeAlias = _typing.Literal["expected_generation"]  # noqa: Y015
+    _WhichOneofArgType__expected_generation: _TypeAlias = _typing.Literal["_expected_generation", b"_expected_generation"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__expected_generation) -> _WhichOneofReturnType__expected_generation | None: ...
+
+Global___DisablePlanRequest: _TypeAlias = DisablePlanRequest  # noqa: Y015
 
 @_typing.final
 class GetStatusRequest(_message.Message):
@@ -511,6 +604,7 @@ class PoolStatus(_message.Message):
     ACTIVE_FIELD_NUMBER: _builtins.int
     ROUTERS_FIELD_NUMBER: _builtins.int
     NODES_FIELD_NUMBER: _builtins.int
+    ACTIVE_DESTINATIONS_FIELD_NUMBER: _builtins.int
     pool: _builtins.str
     @_builtins.property
     def active(self) -> _cluster_pb2.ActivePointer: ...
@@ -518,6 +612,10 @@ class PoolStatus(_message.Message):
     def routers(self) -> _containers.RepeatedCompositeFieldContainer[_cluster_pb2.RouterAck]: ...
     @_builtins.property
     def nodes(self) -> _containers.RepeatedCompositeFieldContainer[Global___NodeStatus]: ...
+    @_builtins.property
+    def active_destinations(self) -> Global___DestinationCheck:
+        """The active plan's destinations against the registry (unset without an active plan)."""
+
     def __init__(
         self,
         *,
@@ -525,10 +623,11 @@ class PoolStatus(_message.Message):
         active: _cluster_pb2.ActivePointer | None = ...,
         routers: _abc.Iterable[_cluster_pb2.RouterAck] | None = ...,
         nodes: _abc.Iterable[Global___NodeStatus] | None = ...,
+        active_destinations: Global___DestinationCheck | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["active", b"active"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["active", b"active", "active_destinations", b"active_destinations"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["active", b"active", "nodes", b"nodes", "pool", b"pool", "routers", b"routers"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["active", b"active", "active_destinations", b"active_destinations", "nodes", b"nodes", "pool", b"pool", "routers", b"routers"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -541,9 +640,14 @@ class ClusterStatus(_message.Message):
     POOLS_FIELD_NUMBER: _builtins.int
     LEADER_ID_FIELD_NUMBER: _builtins.int
     IS_LEADER_FIELD_NUMBER: _builtins.int
+    STORE_FIELD_NUMBER: _builtins.int
     leader_id: _builtins.str
     """Id of the control-plane instance holding the leader lease, and whether it is this one."""
     is_leader: _builtins.bool
+    store: _builtins.str
+    """The store this instance uses, e.g. "redis://127.0.0.1:6379/0 (embedded, supervised, AOF in
+    /var/lib/cacheroute)"; never with a password.
+    """
     @_builtins.property
     def pools(self) -> _containers.RepeatedCompositeFieldContainer[Global___PoolStatus]: ...
     def __init__(
@@ -552,10 +656,11 @@ class ClusterStatus(_message.Message):
         pools: _abc.Iterable[Global___PoolStatus] | None = ...,
         leader_id: _builtins.str = ...,
         is_leader: _builtins.bool = ...,
+        store: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["is_leader", b"is_leader", "leader_id", b"leader_id", "pools", b"pools"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["is_leader", b"is_leader", "leader_id", b"leader_id", "pools", b"pools", "store", b"store"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -570,11 +675,14 @@ class AddNodeRequest(_message.Message):
     ADDRESS_FIELD_NUMBER: _builtins.int
     WEIGHT_FIELD_NUMBER: _builtins.int
     ACTOR_FIELD_NUMBER: _builtins.int
+    REPLACE_FIELD_NUMBER: _builtins.int
     pool: _builtins.str
     node_id: _builtins.str
     address: _builtins.str
     weight: _builtins.float
     actor: _builtins.str
+    replace: _builtins.bool
+    """Change an already registered static node; without it, an existing id is ALREADY_EXISTS."""
     def __init__(
         self,
         *,
@@ -583,10 +691,11 @@ class AddNodeRequest(_message.Message):
         address: _builtins.str = ...,
         weight: _builtins.float = ...,
         actor: _builtins.str = ...,
+        replace: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "address", b"address", "node_id", b"node_id", "pool", b"pool", "weight", b"weight"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "address", b"address", "node_id", b"node_id", "pool", b"pool", "replace", b"replace", "weight", b"weight"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -76,6 +76,11 @@ class PlanServiceStub:
                 request_serializer=cacheroute_dot_v1_dot_admin__pb2.RollbackRequest.SerializeToString,
                 response_deserializer=cacheroute_dot_v1_dot_cluster__pb2.ActivePointer.FromString,
                 _registered_method=True)
+        self.DisablePlan = channel.unary_unary(
+                '/cacheroute.v1.PlanService/DisablePlan',
+                request_serializer=cacheroute_dot_v1_dot_admin__pb2.DisablePlanRequest.SerializeToString,
+                response_deserializer=cacheroute_dot_v1_dot_cluster__pb2.ActivePointer.FromString,
+                _registered_method=True)
         self.GetStatus = channel.unary_unary(
                 '/cacheroute.v1.PlanService/GetStatus',
                 request_serializer=cacheroute_dot_v1_dot_admin__pb2.GetStatusRequest.SerializeToString,
@@ -141,6 +146,14 @@ class PlanServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DisablePlan(self, request, context):
+        """Turn planned routing off: a new generation with no table (empty version); routers answer
+        by Flat-LB with reason no_table. Rollback afterwards re-activates the last plan.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetStatus(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -188,6 +201,11 @@ def add_PlanServiceServicer_to_server(servicer, server):
             'Rollback': grpc.unary_unary_rpc_method_handler(
                     servicer.Rollback,
                     request_deserializer=cacheroute_dot_v1_dot_admin__pb2.RollbackRequest.FromString,
+                    response_serializer=cacheroute_dot_v1_dot_cluster__pb2.ActivePointer.SerializeToString,
+            ),
+            'DisablePlan': grpc.unary_unary_rpc_method_handler(
+                    servicer.DisablePlan,
+                    request_deserializer=cacheroute_dot_v1_dot_admin__pb2.DisablePlanRequest.FromString,
                     response_serializer=cacheroute_dot_v1_dot_cluster__pb2.ActivePointer.SerializeToString,
             ),
             'GetStatus': grpc.unary_unary_rpc_method_handler(
@@ -423,6 +441,33 @@ class PlanService:
             _registered_method=True)
 
     @staticmethod
+    def DisablePlan(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cacheroute.v1.PlanService/DisablePlan',
+            cacheroute_dot_v1_dot_admin__pb2.DisablePlanRequest.SerializeToString,
+            cacheroute_dot_v1_dot_cluster__pb2.ActivePointer.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
     def GetStatus(request,
             target,
             options=(),
@@ -492,7 +537,8 @@ class NodeServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def RemoveNode(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """FAILED_PRECONDITION for a node a live agent reports for (it would re-register it).
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')

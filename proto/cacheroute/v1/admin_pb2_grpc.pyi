@@ -52,6 +52,10 @@ class PlanServiceStub:
     """
     Rollback: _grpc.UnaryUnaryMultiCallable[_admin_pb2.RollbackRequest, _cluster_pb2.ActivePointer]
     """Re-activate an earlier version (the previous active one by default) under a new generation."""
+    DisablePlan: _grpc.UnaryUnaryMultiCallable[_admin_pb2.DisablePlanRequest, _cluster_pb2.ActivePointer]
+    """Turn planned routing off: a new generation with no table (empty version); routers answer
+    by Flat-LB with reason no_table. Rollback afterwards re-activates the last plan.
+    """
     GetStatus: _grpc.UnaryUnaryMultiCallable[_admin_pb2.GetStatusRequest, _admin_pb2.ClusterStatus]
 
 @_typing.type_check_only
@@ -74,6 +78,10 @@ class PlanServiceAsyncStub(PlanServiceStub):
     """
     Rollback: _aio.UnaryUnaryMultiCallable[_admin_pb2.RollbackRequest, _cluster_pb2.ActivePointer]  # type: ignore[assignment]
     """Re-activate an earlier version (the previous active one by default) under a new generation."""
+    DisablePlan: _aio.UnaryUnaryMultiCallable[_admin_pb2.DisablePlanRequest, _cluster_pb2.ActivePointer]  # type: ignore[assignment]
+    """Turn planned routing off: a new generation with no table (empty version); routers answer
+    by Flat-LB with reason no_table. Rollback afterwards re-activates the last plan.
+    """
     GetStatus: _aio.UnaryUnaryMultiCallable[_admin_pb2.GetStatusRequest, _admin_pb2.ClusterStatus]  # type: ignore[assignment]
 
 class PlanServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -143,6 +151,16 @@ class PlanServiceServicer(metaclass=_abc_1.ABCMeta):
         """Re-activate an earlier version (the previous active one by default) under a new generation."""
 
     @_abc_1.abstractmethod
+    def DisablePlan(
+        self,
+        request: _admin_pb2.DisablePlanRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_cluster_pb2.ActivePointer, _abc.Awaitable[_cluster_pb2.ActivePointer]]:
+        """Turn planned routing off: a new generation with no table (empty version); routers answer
+        by Flat-LB with reason no_table. Rollback afterwards re-activates the last plan.
+        """
+
+    @_abc_1.abstractmethod
     def GetStatus(
         self,
         request: _admin_pb2.GetStatusRequest,
@@ -159,6 +177,7 @@ class NodeServiceStub:
     AddNode: _grpc.UnaryUnaryMultiCallable[_admin_pb2.AddNodeRequest, _cluster_pb2.NodeRecord]
     """Register a static destination (no agent): healthy until removed or drained."""
     RemoveNode: _grpc.UnaryUnaryMultiCallable[_admin_pb2.RemoveNodeRequest, _admin_pb2.RemoveNodeResponse]
+    """FAILED_PRECONDITION for a node a live agent reports for (it would re-register it)."""
     ListNodes: _grpc.UnaryUnaryMultiCallable[_admin_pb2.ListNodesRequest, _admin_pb2.ListNodesResponse]
     SetDraining: _grpc.UnaryUnaryMultiCallable[_admin_pb2.SetDrainingRequest, _admin_pb2.NodeStatus]
     """Drain (routers stop choosing the node) or undrain it."""
@@ -169,6 +188,7 @@ class NodeServiceAsyncStub(NodeServiceStub):
     AddNode: _aio.UnaryUnaryMultiCallable[_admin_pb2.AddNodeRequest, _cluster_pb2.NodeRecord]  # type: ignore[assignment]
     """Register a static destination (no agent): healthy until removed or drained."""
     RemoveNode: _aio.UnaryUnaryMultiCallable[_admin_pb2.RemoveNodeRequest, _admin_pb2.RemoveNodeResponse]  # type: ignore[assignment]
+    """FAILED_PRECONDITION for a node a live agent reports for (it would re-register it)."""
     ListNodes: _aio.UnaryUnaryMultiCallable[_admin_pb2.ListNodesRequest, _admin_pb2.ListNodesResponse]  # type: ignore[assignment]
     SetDraining: _aio.UnaryUnaryMultiCallable[_admin_pb2.SetDrainingRequest, _admin_pb2.NodeStatus]  # type: ignore[assignment]
     """Drain (routers stop choosing the node) or undrain it."""
@@ -187,7 +207,8 @@ class NodeServiceServicer(metaclass=_abc_1.ABCMeta):
         self,
         request: _admin_pb2.RemoveNodeRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_admin_pb2.RemoveNodeResponse, _abc.Awaitable[_admin_pb2.RemoveNodeResponse]]: ...
+    ) -> _typing.Union[_admin_pb2.RemoveNodeResponse, _abc.Awaitable[_admin_pb2.RemoveNodeResponse]]:
+        """FAILED_PRECONDITION for a node a live agent reports for (it would re-register it)."""
 
     @_abc_1.abstractmethod
     def ListNodes(

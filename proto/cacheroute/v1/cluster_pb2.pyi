@@ -38,11 +38,12 @@ class ActivePointer(_message.Message):
     ACTION_FIELD_NUMBER: _builtins.int
     pool: _builtins.str
     version: _builtins.str
+    """Empty: no table (planned routing disabled; routers answer by Flat-LB, reason no_table)."""
     generation: _builtins.int
     updated_at_unix_ms: _builtins.int
     actor: _builtins.str
     action: _builtins.str
-    """"rollout" or "rollback"."""
+    """"rollout", "rollback" or "disable"."""
     def __init__(
         self,
         *,
