@@ -5,10 +5,11 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar, cast
 from urllib.parse import parse_qsl, unquote
 
 import redis.asyncio as aioredis
+from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import Sentinel
 from redis.backoff import ExponentialBackoff
@@ -17,7 +18,7 @@ from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from cacheroute_state.interfaces import StoreUnavailableError
-from cacheroute_state.urls import SENTINEL_SCHEME
+from cacheroute_state.urls import CLUSTER_SCHEME, SENTINEL_SCHEME
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -87,6 +88,8 @@ def connect(url: str) -> aioredis.Redis:
         "health_check_interval": 15,
         "decode_responses": False,
     }
+    if url.startswith(CLUSTER_SCHEME):
+        return cast(aioredis.Redis, connect_cluster(url, common))
     if url.startswith(SENTINEL_SCHEME):
         parsed = parse_sentinel_url(url)
         sentinel_kwargs: dict[str, Any] = {
@@ -107,6 +110,30 @@ def connect(url: str) -> aioredis.Redis:
         )
         return client
     return aioredis.Redis.from_url(url, **common)
+
+
+def connect_cluster(url: str, common: dict[str, Any]) -> RedisCluster:
+    """``redis+cluster://[[USER]:PASSWORD@]HOST:PORT[,HOST:PORT...]``: redis-py's cluster client
+    (the startup nodes only seed the slot map). Every per-pool key is hash-tagged ``cr:{pool}``,
+    so each pool's scripts and pipelines stay in one slot; hints are cluster-wide PUBLISHes."""
+    rest = url[len(CLUSTER_SCHEME) :]
+    credentials, at, hosts = rest.rpartition("@")
+    user, _, password = (credentials if at else "").partition(":")
+    nodes = []
+    for item in filter(None, hosts.split("/")[0].split(",")):
+        host, sep, port = item.rpartition(":")
+        if not sep or not port.isdigit():
+            raise ValueError(f"cluster node {item!r}: expected HOST:PORT")
+        nodes.append(ClusterNode(host.strip("[]"), int(port)))
+    if not nodes:
+        raise ValueError("expected redis+cluster://[:PASSWORD@]HOST:PORT[,HOST:PORT...]")
+    options = {k: v for k, v in common.items() if k != "health_check_interval"}
+    return RedisCluster(
+        startup_nodes=nodes,
+        username=unquote(user) or None,
+        password=unquote(password) or None,
+        **options,
+    )
 
 
 def unavailable_on_redis_error(

@@ -50,3 +50,4 @@ def test_redis_urls_are_logged_without_their_password() -> None:
     assert redact_url("redis://h:6379/0") == "redis://h:6379/0"
     sentinel = "redis+sentinel://:pw@a:1,b:2/svc/0?sentinel_password=sp"
     assert redact_url(sentinel) == "redis+sentinel://:***@a:1,b:2/svc/0?sentinel_password=***"
+    assert redact_url("redis+cluster://u:pw@a:1,b:2") == "redis+cluster://u:***@a:1,b:2"
