@@ -10,6 +10,8 @@ object, the proto3 JSON mapping of the answer) and otherwise prints aligned tabl
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -27,11 +29,14 @@ from cachectl.admin_client import (
 from cachectl.admin_client import actor as actor_of
 from cachectl.errors import CliError
 from cachectl.output import print_json, print_table
+from cachectl.sim_gate_cmd import print_shadow
 from cacheroute.v1 import admin_pb2, cluster_pb2, table_pb2
 from dataplane.core.names import VERSION_PATTERN
 
 # Flags of the offline ``plan build`` that mean nothing to a live build.
 OFFLINE_ONLY_BUILD_FLAGS = ("num_nodes", "nodes", "out", "weights")
+
+SHADOW_TIMEOUT_S = 900.0  # plan shadow waits this long at least: the replay runs minutes
 
 
 def pointer_line(pointer: cluster_pb2.ActivePointer) -> str:
@@ -51,6 +56,13 @@ def pointer_line(pointer: cluster_pb2.ActivePointer) -> str:
     )
 
 
+def verdict_text(verdict: table_pb2.ShadowVerdict) -> str:
+    """``pass`` / ``fail`` / ``error`` of a shadow verdict, ``-`` when never replayed."""
+    if not verdict.decided_at_unix_ms:
+        return "-"
+    return table_pb2.ShadowVerdict.Outcome.Name(verdict.outcome).removeprefix("OUTCOME_").lower()
+
+
 def _summary_rows(plans: list[admin_pb2.PlanSummary]) -> list[list[object]]:
     rows: list[list[object]] = []
     for plan in plans:
@@ -66,6 +78,7 @@ def _summary_rows(plans: list[admin_pb2.PlanSummary]) -> list[list[object]]:
                 len(stats.planned_load),
                 round(stats.admitted_rate_share, 4),
                 round(stats.planned_imbalance, 4),
+                verdict_text(meta.verdict),
                 meta.note,
             ]
         )
@@ -73,8 +86,23 @@ def _summary_rows(plans: list[admin_pb2.PlanSummary]) -> list[list[object]]:
 
 
 SUMMARY_HEADERS = (
-    "VERSION", "ACTIVE", "AGE", "BY", "SOURCE", "KEYS", "NODES", "WARM_SHARE", "IMBALANCE", "NOTE",
+    "VERSION", "ACTIVE", "AGE", "BY", "SOURCE", "KEYS", "NODES", "WARM_SHARE", "IMBALANCE",
+    "SHADOW", "NOTE",
 )  # fmt: skip
+
+
+def replan_line(meta: table_pb2.PlanMetadata) -> str | None:
+    """How the plan compares with the version that was active when it was built, if any."""
+    if not meta.HasField("replan"):
+        return None
+    info = meta.replan
+    fallback = " (fell back to the fresh plan)" if info.used_fresh else ""
+    return (
+        f"built against {info.from_version} by the {info.replanner} replanner{fallback}: churn "
+        f"{info.churn:.2%} (a fresh plan: {info.fresh_churn:.2%}), imbalance bound "
+        f"{info.imbalance_bound:.4f} (fresh {info.fresh_imbalance:.4f}), "
+        f"{info.repair_moves} repair moves"
+    )
 
 
 def destinations_line(check: admin_pb2.DestinationCheck) -> str:
@@ -102,6 +130,15 @@ def _print_plan(summary: admin_pb2.PlanSummary, verb: str) -> None:
                 "warning: a rollout of this plan is refused until its warm destinations are "
                 "registered nodes of the pool (`cachectl nodes list`), or forced with --force"
             )
+    line = replan_line(meta)
+    if line:
+        print(line)
+    if meta.verdict.decided_at_unix_ms:
+        v = meta.verdict
+        print(
+            f"shadow verdict: {verdict_text(v)} ({v.summary}), by {v.decided_by or '?'} "
+            f"{age_text(v.decided_at_unix_ms)} ago on {v.source}"
+        )
 
 
 # -- handlers ---------------------------------------------------------------------------------
@@ -217,10 +254,17 @@ def _diff(args: argparse.Namespace) -> int:
     )
     with connect(args) as client:
         diff = client.call(client.plans.DiffPlans, request)
+        target = client.call(
+            client.plans.GetPlan,
+            admin_pb2.GetPlanRequest(pool=args.pool or "", version=args.new, top_keys=1),
+        ).summary.metadata
     if args.json:
         print_json(to_json(diff))
         return 0
     print(f"{diff.from_version} -> {diff.to_version}: churn {diff.churn:.2%}")
+    line = replan_line(target)
+    if line:
+        print(f"{diff.to_version} was {line}")
     print_table(
         ("KEYS_FROM", "KEYS_TO", "ADDED", "REMOVED", "MOVED", "UNCHANGED"),
         [[diff.keys_from, diff.keys_to, diff.keys_added, diff.keys_removed, diff.keys_moved,
@@ -252,7 +296,13 @@ def _rollout(args: argparse.Namespace) -> int:
     if args.expect_generation is not None:
         request.expected_generation = args.expect_generation
     with connect(args) as client:
-        pointer = client.call(client.plans.Rollout, request)
+        try:
+            pointer = client.call(client.plans.Rollout, request)
+        except AdminError as exc:
+            if exc.code is grpc.StatusCode.FAILED_PRECONDITION and "refused (shadow:" in str(exc):
+                print(f"cachectl: {exc}", file=sys.stderr)
+                return 1  # the shadow gate said no: a decision, not a usage error
+            raise
         try:
             shown = client.call(
                 client.plans.GetPlan,
@@ -291,15 +341,29 @@ def _rollback(args: argparse.Namespace) -> int:
 
 
 def _shadow(args: argparse.Namespace) -> int:
-    request = admin_pb2.ShadowPlanRequest(pool=args.pool or "", version=args.version)
+    """``plan shadow VERSION``: replay on the control plane, store and print the verdict."""
+    if args.trace is not None and args.recent is not None:
+        raise CliError("--trace and --recent are alternatives: give one")
+    request = admin_pb2.ShadowPlanRequest(
+        pool=args.pool or "", version=args.version, actor=actor_of(args),
+        trace_path=str(Path(args.trace).resolve()) if args.trace else "",
+        recent_minutes=args.recent or 0, profile=args.profile or "", nodes=args.nodes or 0,
+    )  # fmt: skip
+    if args.recent is not None and args.recent < 1:
+        raise CliError(f"--recent must be >= 1 minute, got {args.recent}")
     with connect(args) as client:
+        client.timeout_s = max(client.timeout_s, SHADOW_TIMEOUT_S)  # a replay takes minutes
         verdict = client.call(client.plans.ShadowPlan, request)
+    document = json.loads(verdict.report_json) if verdict.report_json else {}
+    document.update(version=args.version, source=verdict.source)
     if args.json:
-        print_json(to_json(verdict))
+        print_json(document)
     else:
-        outcome = table_pb2.ShadowVerdict.Outcome.Name(verdict.outcome)
-        print(f"{args.version}: {outcome.removeprefix('OUTCOME_')} {verdict.summary}")
-    return 0
+        print(f"{args.version} on {verdict.source}")
+        print_shadow(document)
+    return (
+        1 if verdict.outcome != table_pb2.ShadowVerdict.Outcome.OUTCOME_PASS and args.strict else 0
+    )
 
 
 # -- parsers ----------------------------------------------------------------------------------
@@ -357,7 +421,8 @@ def register(sub: Any) -> None:
                 "--force",
                 action="store_true",
                 help="roll out although a check refuses (warm destinations that are not "
-                "registered nodes); recorded in the audit with the actor",
+                "registered nodes, no passing shadow verdict); recorded in the audit with the "
+                "actor",
             )
         elif name == "rollback":
             p.add_argument("--to", metavar="VERSION", help="default: the previous active one")
@@ -367,5 +432,19 @@ def register(sub: Any) -> None:
         )  # fmt: skip
         p.add_argument("--reason", help="recorded in the audit trail")
 
-    p = _parser(sub, "shadow", "replay a version against Flat-LB (not built yet)", _shadow)
+    p = _parser(sub, "shadow", "replay a version against Flat-LB and record the verdict", _shadow)
     p.add_argument("version", metavar="VERSION")
+    p.add_argument(
+        "--trace",
+        metavar="FILE",
+        help="a trace file the simulator reads (path as the control plane sees it)",
+    )
+    p.add_argument(
+        "--recent",
+        type=int,
+        metavar="MINUTES",
+        help="the routers' sampled trace of the last MINUTES (default 10)",
+    )
+    p.add_argument("--profile", help="the pool's engine profile in the simulator (default 70B)")
+    p.add_argument("--nodes", type=int, metavar="R", help="default: the plan's destinations")
+    p.add_argument("--strict", action="store_true", help="exit 1 unless the verdict is pass")

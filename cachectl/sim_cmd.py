@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from cachectl import sim_gate_cmd
 from cachectl.errors import CliError
 from cachectl.output import print_json, print_table
 from dataplane.core.policies.registry import POLICIES
@@ -341,3 +342,4 @@ def register(sub: Any) -> None:
     _common(ablation)
     _study_flags(ablation)
     ablation.set_defaults(handler=_ablation)
+    sim_gate_cmd.register(commands)  # drift and shadow: the plan-lifecycle experiments (issue 11)

@@ -12,7 +12,7 @@ from cachectl.admin_client import add_target_flags, age_text, connect, to_json
 from cachectl.nodes_cmd import HEADERS as NODE_HEADERS
 from cachectl.nodes_cmd import node_rows
 from cachectl.output import print_json, print_table
-from cachectl.plan_online import destinations_line, pointer_line
+from cachectl.plan_online import destinations_line, pointer_line, verdict_text
 from cacheroute.v1 import admin_pb2, cluster_pb2
 
 # Routers re-send their ACK every few seconds (--ack-interval, 5 s): one silent for longer than
@@ -60,6 +60,13 @@ def _print_pool(pool: admin_pb2.PoolStatus) -> None:
     print(pointer_line(pointer))
     if pool.HasField("active_destinations"):
         print(f"  {destinations_line(pool.active_destinations)}")
+    if active.version:
+        v = pool.active_verdict
+        text = f"{verdict_text(v)} ({v.summary})" if v.decided_at_unix_ms else "never replayed"
+        print(f"  shadow verdict of the active version: {text}")
+    if pool.last_verdicts:
+        recent = ", ".join(f"{x.version} {verdict_text(x.verdict)}" for x in pool.last_verdicts)
+        print(f"  last shadow verdicts: {recent}")
     if pool.routers:
         acked = sum(
             1

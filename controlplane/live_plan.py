@@ -4,6 +4,10 @@ Used by BuildPlan (on any instance) and by the leader's ``--plan-interval`` loop
 stored, never activated: activation is an operator's rollout (after ``plan diff``/``plan show``,
 and later the shadow gate), so a bad estimate cannot reach the routers on its own.
 
+With a plan active in the pool, the build is churn-aware (:mod:`controlplane.replanner`): it keeps
+the active plan's placements that still fit within ``imbalance_tolerance`` of a fresh plan's
+imbalance, and its metadata records the churn against the active version (``ReplanInfo``).
+
 Inputs: destinations are the pool's nodes that are healthy and not draining (weights from their
 records); rates are :func:`controlplane.key_rate_tracker.current_rates`; ``q_cap`` defaults to the
 configured one, and when that is 0 to the mean per-destination rate (total rate / destinations),
@@ -22,17 +26,19 @@ import math
 import time
 from dataclasses import dataclass, replace
 
-from cacheroute.v1 import admin_pb2
+from cacheroute.v1 import admin_pb2, table_pb2
 from cacheroute_state import Stores
+from controlplane.churn import churn
 from controlplane.controlplane_metrics import ControlPlaneMetrics
 from controlplane.errors import PreconditionError
 from controlplane.key_rate_tracker import current_rates
 from controlplane.nodes import Liveness, effective_weight, list_statuses
 from controlplane.planner import PlanInput, build_plan
 from controlplane.plans import metadata_for, store_plan
+from controlplane.replanner import DEFAULT_TOLERANCE, Replan, replan
 from dataplane.core.names import validate_pool
 from dataplane.core.table import PLACEMENTS, RoutingTable
-from dataplane.core.table_codec import encode_table
+from dataplane.core.table_codec import decode_table, encode_table
 
 
 @dataclass(frozen=True)
@@ -41,6 +47,8 @@ class PlanDefaults:
     slots_per_node: int = 8
     half_life_s: float = 60.0
     max_keys: int = 250_000
+    churn_aware: bool = True  # replan against the active plan (controlplane/replanner.py)
+    imbalance_tolerance: float = DEFAULT_TOLERANCE
 
 
 @dataclass(frozen=True)
@@ -121,6 +129,56 @@ async def _plan_input(
     return plan_input, rates.tail_rate
 
 
+async def _active_table(stores: Stores, pool: str) -> RoutingTable | None:
+    """The pool's active plan, decoded (None when there is none or it cannot be read)."""
+    active = await stores.plans.get_active(pool)
+    if active is None or not active.version:
+        return None
+    data = await stores.plans.get_table_bytes(pool, active.version)
+    if data is None:
+        return None
+    return await asyncio.to_thread(decode_table, data, verify_hash=False)
+
+
+def replan_info(active: RoutingTable, result: Replan) -> table_pb2.ReplanInfo:
+    return table_pb2.ReplanInfo(
+        from_version=active.version,
+        replanner="fresh" if result.used_fresh else "churn_aware",
+        churn=result.churn,
+        fresh_churn=result.fresh_churn,
+        fresh_imbalance=result.fresh_imbalance,
+        imbalance_bound=result.imbalance_bound,
+        repair_moves=result.repair_moves,
+        used_fresh=result.used_fresh,
+    )
+
+
+def _plan(
+    active: RoutingTable | None, plan_input: PlanInput, defaults: PlanDefaults, now_ms: int
+) -> tuple[RoutingTable, table_pb2.ReplanInfo | None]:
+    """Churn-aware against the active plan when there is one (and both are LPT), else fresh;
+    the churn against the active plan is reported either way."""
+    if active is None:
+        return build_plan(plan_input, created_at_unix_ms=now_ms), None
+    if defaults.churn_aware and plan_input.placement == "lpt" and active.params.placement == "lpt":
+        result = replan(
+            active, plan_input, tolerance=defaults.imbalance_tolerance, created_at_unix_ms=now_ms
+        )
+        return result.table, replan_info(active, result)
+    table = build_plan(plan_input, created_at_unix_ms=now_ms)
+    fresh_churn = churn(active, table)
+    info = table_pb2.ReplanInfo(
+        from_version=active.version,
+        replanner="fresh",
+        churn=fresh_churn,
+        fresh_churn=fresh_churn,
+        fresh_imbalance=table.stats.planned_imbalance,
+        imbalance_bound=table.stats.planned_imbalance,
+        used_fresh=True,
+    )
+    return table, info
+
+
 async def build_live_plan(
     stores: Stores,
     request: BuildRequest,
@@ -140,7 +198,8 @@ async def build_live_plan(
     outcome = "error"
     try:
         plan_input, extra_tail = await _plan_input(stores, request, defaults, liveness, now_ms)
-        table = await asyncio.to_thread(build_plan, plan_input, created_at_unix_ms=now_ms)
+        active = await _active_table(stores, plan_input.pool)
+        table, info = await asyncio.to_thread(_plan, active, plan_input, defaults, now_ms)
         table = with_extra_tail(table, extra_tail)
         data = encode_table(table)
         meta = metadata_for(
@@ -151,6 +210,8 @@ async def build_live_plan(
             table_bytes=len(data),
             now_ms=now_ms,
         )
+        if info is not None:
+            meta.replan.CopyFrom(info)
         result = await store_plan(stores, data, meta, action="build")
         outcome = "ok"
         return result

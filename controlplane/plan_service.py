@@ -12,7 +12,6 @@ import grpc
 from cacheroute.v1 import admin_pb2, admin_pb2_grpc, cluster_pb2, table_pb2
 from cacheroute_state import Stores
 from controlplane.controlplane_metrics import ControlPlaneMetrics
-from controlplane.errors import NotBuiltError
 from controlplane.live_plan import BuildRequest, PlanDefaults, build_live_plan
 from controlplane.nodes import Liveness
 from controlplane.plan_diff import diff_plans
@@ -27,7 +26,9 @@ from controlplane.plans import (
 )
 from controlplane.rollout_gates import DestinationGate, RolloutGate
 from controlplane.rpc import actor_of, rpc
+from controlplane.shadow import shadow_plan
 from controlplane.status import cluster_status
+from controlplane.verdict_gate import ShadowVerdictGate
 from dataplane.core.table_codec import decode_table
 
 Context = grpc.aio.ServicerContext[Any, Any]
@@ -65,7 +66,7 @@ class PlanServicer(admin_pb2_grpc.PlanServiceServicer):
         self._store = store
         # Every rollout passes these (or is forced past them); see controlplane.rollout_gates.
         self.gates: list[RolloutGate] = (
-            list(gates) if gates is not None else [DestinationGate(liveness)]
+            list(gates) if gates is not None else [DestinationGate(liveness), ShadowVerdictGate()]
         )
 
     @rpc
@@ -138,12 +139,8 @@ class PlanServicer(admin_pb2_grpc.PlanServiceServicer):
     async def ShadowPlan(  # noqa: N802
         self, request: admin_pb2.ShadowPlanRequest, context: Context
     ) -> table_pb2.ShadowVerdict:
-        await read_plan(self._stores, request.pool, request.version)
-        raise NotBuiltError(
-            "shadow replay is not built yet: the shadow-replay gate (replaying a candidate plan "
-            "against Flat-LB in the simulator) arrives in a later release; review the plan with "
-            "`cachectl plan show` and `plan diff` before a rollout"
-        )
+        actor = actor_of(request.actor, context)
+        return await shadow_plan(self._stores, request, actor=actor, now_ms=_now_ms())
 
     @rpc
     async def Rollout(  # noqa: N802

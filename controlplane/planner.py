@@ -29,6 +29,13 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from controlplane.byte_admission import (
+    BALANCE_SLACK,
+    BYTE_RANKS,
+    admit_by_bytes,
+    check_sizes,
+    place_lpt_bytes,
+)
 from dataplane.core.table import (
     MAX_NODES,
     PLACEMENTS,
@@ -65,6 +72,12 @@ class PlanInput:
     seed: int = 0
     pool: str = "default"
     key_labels: Mapping[int, str] = field(default_factory=dict)
+    # Byte-aware admission (controlplane/byte_admission.py): per-key reusable-prefix sizes,
+    # aligned with key_hashes, and each destination's cache budget in the same unit. None keeps
+    # Algorithm 1's equal slots (slots_per_node).
+    prefix_sizes: F64Array | None = None
+    cache_budget: float = 0.0
+    byte_rank: str = "rate_per_byte"  # or "rate": admission order by rate, bytes only as budget
 
 
 @dataclass(frozen=True)
@@ -142,7 +155,7 @@ def place_random(
     return sets
 
 
-def _check(plan: PlanInput) -> list[float]:
+def check_input(plan: PlanInput) -> list[float]:
     """Validate the input; return the destination weights (all 1 when none are given)."""
     num_nodes = len(plan.node_ids)
     if num_nodes == 0:
@@ -163,6 +176,16 @@ def _check(plan: PlanInput) -> list[float]:
         raise PlanError(f"seed must be an integer in [0, 2**64), got {plan.seed}")
     if plan.rates.size and not (np.all(np.isfinite(plan.rates)) and plan.rates.min() >= 0):
         raise PlanError("rates must be finite and >= 0")
+    if plan.prefix_sizes is not None:
+        if plan.placement != "lpt":
+            raise PlanError(f"byte-aware admission needs placement lpt, got {plan.placement!r}")
+        problem = check_sizes(
+            np.asarray(plan.prefix_sizes, dtype=np.float64), plan.rates.shape[0], plan.cache_budget
+        )
+        if problem:
+            raise PlanError(problem)
+        if plan.byte_rank not in BYTE_RANKS:
+            raise PlanError(f"byte_rank must be one of {BYTE_RANKS}, got {plan.byte_rank!r}")
     weights = [float(w) for w in plan.node_weights] or [1.0] * num_nodes
     if len(weights) != num_nodes:
         raise PlanError(f"{len(weights)} weights for {num_nodes} destinations")
@@ -174,7 +197,33 @@ def _check(plan: PlanInput) -> list[float]:
 def build_plan(plan: PlanInput, *, created_at_unix_ms: int | None = None) -> RoutingTable:
     """Run Algorithm 1 and return the validated routing table with its statistics."""
     started = time.perf_counter()
-    weights = _check(plan)
+    weights = check_input(plan)
+    num_nodes = len(plan.node_ids)
+    rates = np.asarray(plan.rates, dtype=np.float64)
+    total_rate = float(rates.sum())
+    warm = [0.0] * num_nodes
+    if plan.prefix_sizes is not None:
+        admitted_hashes, admitted_rates, sets = _byte_aware(plan, weights, warm)
+    else:
+        admitted_hashes, admitted_rates, sets = _equal_slots(plan, weights, warm)
+    table = assemble_table(
+        plan,
+        weights,
+        admitted_hashes,
+        admitted_rates,
+        sets,
+        warm,
+        total_rate=total_rate,
+        created_at_unix_ms=created_at_unix_ms or int(time.time() * 1000),
+    )
+    build_ms = (time.perf_counter() - started) * 1000.0
+    return replace(table, stats=replace(table.stats, build_ms=build_ms))
+
+
+def _equal_slots(
+    plan: PlanInput, weights: list[float], warm: list[float]
+) -> tuple[U64Array, list[float], list[list[int]]]:
+    """Algorithm 1's admission into R·W equal slots and the placement ``plan`` names."""
     num_nodes = len(plan.node_ids)
     key_hashes = np.asarray(plan.key_hashes, dtype=np.uint64)
     rates = np.asarray(plan.rates, dtype=np.float64)
@@ -186,16 +235,54 @@ def build_plan(plan: PlanInput, *, created_at_unix_ms: int | None = None) -> Rou
     admitted_hashes = key_hashes[admission.order]
     admitted_rates = rates[admission.order].tolist()
     replicas = admission.replicas.tolist()
-
-    total_rate = float(rates.sum())
-    tail_rate = max(0.0, total_rate - math.fsum(admitted_rates))
-    warm = [0.0] * num_nodes
     if plan.placement == "lpt":
         sets = place_lpt(admitted_rates, replicas, warm, weights)
     elif plan.placement == "hash":
         sets = place_hash(admitted_hashes.tolist(), admitted_rates, warm)
     else:
         sets = place_random(admitted_rates, replicas, warm, plan.seed)
+    return admitted_hashes, admitted_rates, sets
+
+
+def _byte_aware(
+    plan: PlanInput, weights: list[float], warm: list[float]
+) -> tuple[U64Array, list[float], list[list[int]]]:
+    """Admission by rate per cache byte and budget-respecting LPT (lpt placement only)."""
+    assert plan.prefix_sizes is not None
+    sizes = np.asarray(plan.prefix_sizes, dtype=np.float64)
+    key_hashes = np.asarray(plan.key_hashes, dtype=np.uint64)
+    rates = np.asarray(plan.rates, dtype=np.float64)
+    order, replicas = admit_by_bytes(
+        key_hashes, rates, sizes, plan.q_cap, len(plan.node_ids), plan.cache_budget,
+        plan.byte_rank,
+    )  # fmt: skip
+    admitted_rates = rates[order]
+    cap = (1 + BALANCE_SLACK) * float(admitted_rates.sum()) / math.fsum(weights)
+    placed = place_lpt_bytes(
+        admitted_rates.tolist(), replicas.tolist(), sizes[order].tolist(), warm, weights,
+        plan.cache_budget, cap,
+    )  # fmt: skip
+    kept = [i for i, s in enumerate(placed) if s is not None]
+    sets = [s for s in placed if s is not None]
+    return key_hashes[order[kept]], rates[order[kept]].tolist(), sets
+
+
+def assemble_table(
+    plan: PlanInput,
+    weights: list[float],
+    admitted_hashes: U64Array,
+    admitted_rates: list[float],
+    sets: list[list[int]],
+    warm: list[float],
+    *,
+    total_rate: float,
+    created_at_unix_ms: int,
+) -> RoutingTable:
+    """The validated table and its statistics from admitted keys (in admission order), their
+    destination sets and the destinations' warm loads; shared by the planner and the replanner."""
+    num_nodes = len(plan.node_ids)
+    slots_total = num_nodes * plan.slots_per_node
+    tail_rate = max(0.0, total_rate - math.fsum(admitted_rates))
     weight_sum = math.fsum(weights)
     loads = [load + tail_rate * w / weight_sum for load, w in zip(warm, weights, strict=True)]
 
@@ -215,7 +302,7 @@ def build_plan(plan: PlanInput, *, created_at_unix_ms: int | None = None) -> Rou
     normalised = [load / w for load, w in zip(loads, weights, strict=True)]
     mean = math.fsum(normalised) / num_nodes
     stats = PlanStats(
-        num_keys=int(rates.shape[0]),
+        num_keys=int(plan.rates.shape[0]),
         admitted_keys=len(sets),
         total_rate=total_rate,
         admitted_rate_share=(math.fsum(admitted_rates) / total_rate) if total_rate > 0 else 0.0,
@@ -245,9 +332,8 @@ def build_plan(plan: PlanInput, *, created_at_unix_ms: int | None = None) -> Rou
         set_offsets=offsets,
         set_members=members,
         params=params,
-        created_at_unix_ms=created_at_unix_ms or int(time.time() * 1000),
+        created_at_unix_ms=created_at_unix_ms,
         stats=stats,
         top_keys=top_keys,
     )
-    build_ms = (time.perf_counter() - started) * 1000.0
-    return replace(table, stats=replace(table.stats, build_ms=build_ms))
+    return table

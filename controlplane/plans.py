@@ -7,9 +7,10 @@ same generation exactly one wins and the other gets a :class:`ConflictError` tha
 generation, version and actor that won. Every write is audited with its actor (pointer moves by
 the store's Lua script, imports here); importing content that is already stored is not a write.
 
-A rollout first runs its gates (:mod:`controlplane.rollout_gates`); ``force`` goes past their
-refusals and records them in the audit. ``disable`` moves the pointer to no table (empty
-version) under a new generation; a rollback from there re-activates the last plan.
+A rollout first runs its gates (:mod:`controlplane.rollout_gates`: the destinations, and a passing
+shadow verdict, :mod:`controlplane.verdict_gate`); ``force`` goes past their refusals and records
+them in the audit. ``disable`` moves the pointer to no table (empty version) under a new
+generation; a rollback from there re-activates the last plan.
 """
 
 from __future__ import annotations

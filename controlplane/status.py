@@ -36,6 +36,9 @@ async def plan_nodes(stores: Stores, pool: str, version: str) -> PlanNodes | Non
     return nodes
 
 
+LAST_VERDICTS = 5
+
+
 async def pool_status(
     stores: Stores, pool: str, now_ms: int, liveness: Liveness
 ) -> admin_pb2.PoolStatus:
@@ -47,6 +50,15 @@ async def pool_status(
         if nodes is not None:
             found = await check_destinations(stores, nodes, now_ms, liveness)
             status.active_destinations.CopyFrom(found)
+        meta = await stores.plans.get_metadata(pool, active.version) if active.version else None
+        if meta is not None and meta.verdict.decided_at_unix_ms:
+            status.active_verdict.CopyFrom(meta.verdict)
+    decided = [m for m in await stores.plans.list_plans(pool, 50) if m.verdict.decided_at_unix_ms]
+    decided.sort(key=lambda m: -m.verdict.decided_at_unix_ms)
+    for meta in decided[:LAST_VERDICTS]:
+        status.last_verdicts.append(
+            admin_pb2.VersionVerdict(version=meta.version, verdict=meta.verdict)
+        )
     status.routers.extend(await stores.cluster.get_acks(pool))
     status.nodes.extend(await list_statuses(stores, pool, now_ms, liveness))
     return status

@@ -344,10 +344,11 @@ class LocalCluster:
         return await self._admin("plans", "BuildPlan", request)  # type: ignore[no-any-return]
 
     async def rollout(
-        self, version: str, actor: str = "cachectl-demo"
+        self, version: str, actor: str = "cachectl-demo", *, force: bool = False
     ) -> cluster_pb2.ActivePointer:
+        """``plan rollout``; ``force`` goes past the rollout gates (audited)."""
         request = admin_pb2.RolloutRequest(
-            pool=self.spec.pool, version=version, actor=actor, reason="local demo"
+            pool=self.spec.pool, version=version, actor=actor, reason="local demo", force=force
         )
         return await self._admin("plans", "Rollout", request)  # type: ignore[no-any-return]
 

@@ -16,11 +16,13 @@ import structlog
 
 from cachectl.admin_client import age_text, duration_text
 from cachectl.main import main
-from cacheroute.v1 import cluster_pb2
+from cacheroute.v1 import cluster_pb2, table_pb2
 from cacheroute_state import Stores
 from cacheroute_state.embedded import EmbeddedRedis
 from controlplane.server import ControlPlane
 from dataplane.core.table_codec import encode_table
+from sim.planning import make_stream, plan_for
+from sim.workloads.registry import make_workload
 from tests.support.controlplane import fast_config, running, traffic
 from tests.support.factories import metadata_for, small_plan
 
@@ -199,10 +201,10 @@ async def test_plan_rollout_rollback_and_conflicts(cli: Cli, tmp_path: Path) -> 
         await cli.ok("plan", "import", str(path))
         versions.append(version)
     v1, v2, v3 = versions
-    assert "generation 1" in await cli.ok("plan", "rollout", v1)
-    pointer = await cli.json("plan", "rollout", v2, "--expect-generation", "1")
+    assert "generation 1" in await cli.ok("plan", "rollout", v1, "--force")
+    pointer = await cli.json("plan", "rollout", v2, "--force", "--expect-generation", "1")
     assert (pointer["version"], pointer["generation"]) == (v2, "2")
-    line = await cli.refused("plan", "rollout", v3, "--expect-generation", "1")
+    line = await cli.refused("plan", "rollout", v3, "--force", "--expect-generation", "1")
     assert "FAILED_PRECONDITION" in line and "generation 2" in line and "tester" in line
     back = await cli.ok("plan", "rollback", "--reason", "bad plan")
     assert f"active {v1} generation 3 (rollback by tester" in back
@@ -214,11 +216,81 @@ async def test_plan_rollout_rollback_and_conflicts(cli: Cli, tmp_path: Path) -> 
     assert listed["active"]["version"] == v3 and listed["active"]["generation"] == "4"
 
 
-async def test_plan_shadow_says_it_is_not_built(cli: Cli, tmp_path: Path) -> None:
-    path, version = write_plan(tmp_path, 1)
+async def test_plan_shadow_replays_the_sampled_trace_and_list_shows_the_verdict(
+    cli: Cli, stores: Stores, tmp_path: Path
+) -> None:
+    stream = make_stream(
+        make_workload("paper"), qps=100.0, duration_s=30.0, seed=5, prior_window_s=30.0
+    )
+    table = plan_for("lpt", stream, [f"n{i:02d}" for i in range(30)], q_cap=12.094)
+    assert table is not None
+    path = tmp_path / "sim-plan.pb"
+    path.write_bytes(encode_table(table))
     await cli.ok("plan", "import", str(path))
-    line = await cli.refused("plan", "shadow", version)
-    assert "UNIMPLEMENTED" in line and "not built yet" in line
+    line = await cli.refused("plan", "shadow", table.version, "--pool", "sim")
+    assert "FAILED_PRECONDITION" in line and "--trace" in line
+    start = int(time.time() * 1000) - 45_000
+    await stores.telemetry.add_samples([
+        cluster_pb2.SampledRequest(
+            pool="sim", at_unix_ms=start + int(r.arrival_s * 1000), key_hash=r.key_hash,
+            key=r.key, prefix_blocks=list(r.blocks[:64]),
+        )
+        for r in stream.requests
+    ])  # fmt: skip
+    report = await cli.json("plan", "shadow", table.version, "--pool", "sim", "--recent", "5")
+    assert report["verdict"] in ("pass", "fail") and report["reason"]
+    assert set(report["loads"]) == {"below", "near"}
+    listed = (await cli.ok("plan", "list", "--pool", "sim")).splitlines()
+    header = next(i for i, line in enumerate(listed) if line.startswith("VERSION"))
+    assert "SHADOW" in listed[header].split()
+    assert report["verdict"] in listed[header + 1].split()
+    shown = await cli.ok("plan", "show", table.version, "--pool", "sim")
+    assert f"shadow verdict: {report['verdict']}" in shown
+    both = await cli.run("plan", "shadow", table.version, "--trace", "x", "--recent", "1")
+    assert both[0] == 2 and "alternatives" in both[2]
+
+
+async def test_rollout_needs_a_passing_shadow_verdict_or_force_which_the_audit_records(
+    cli: Cli, stores: Stores, tmp_path: Path
+) -> None:
+    for i in range(4):  # the plan's destinations, so only the shadow gate refuses
+        await cli.ok("nodes", "add", f"node-{i}", "--address", f"h:{i + 1}")
+    path, version = write_plan(tmp_path, 7)
+    await cli.ok("plan", "import", str(path))
+    code, out, err = await cli.run("plan", "rollout", version)
+    assert code == 1 and not out
+    assert "no shadow-replay verdict" in err and f"cachectl plan shadow {version}" in err
+    assert "--force" in err
+    assert (await stores.plans.get_active("default")) is None  # nothing moved
+
+    meta = await stores.plans.get_metadata("default", version)
+    assert meta is not None
+    fail = table_pb2.ShadowVerdict.Outcome.OUTCOME_FAIL
+    meta.verdict.CopyFrom(table_pb2.ShadowVerdict(
+        outcome=fail, summary="regresses beyond noise", decided_at_unix_ms=1))  # fmt: skip
+    await stores.plans.update_metadata(meta)
+    code, _, err = await cli.run("plan", "rollout", version)
+    assert code == 1 and "verdict is fail: regresses beyond noise" in err
+
+    forced = await cli.json("plan", "rollout", version, "--force", "--reason", "hotfix")
+    assert forced["version"] == version
+    audit = await stores.plans.read_audit("default", 10)
+    event = audit[-1]
+    assert event.action == "rollout" and event.actor == "tester"
+    assert "hotfix" in event.detail and "forced past shadow" in event.detail
+
+    path2, version2 = write_plan(tmp_path, 8)
+    await cli.ok("plan", "import", str(path2))
+    meta2 = await stores.plans.get_metadata("default", version2)
+    assert meta2 is not None
+    passing = table_pb2.ShadowVerdict.Outcome.OUTCOME_PASS
+    meta2.verdict.CopyFrom(table_pb2.ShadowVerdict(
+        outcome=passing, summary="improves beyond noise", decided_at_unix_ms=2))  # fmt: skip
+    await stores.plans.update_metadata(meta2)
+    assert f"active {version2}" in await cli.ok("plan", "rollout", version2)
+    assert "forced" not in (await stores.plans.read_audit("default", 10))[-1].detail
+    status = await cli.ok("status")
+    assert "shadow verdict of the active version: pass (improves beyond noise)" in status
 
 
 async def test_a_plan_built_offline_imports_and_shows_online(cli: Cli, tmp_path: Path) -> None:

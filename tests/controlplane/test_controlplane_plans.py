@@ -43,6 +43,20 @@ async def refused(call: object, code: grpc.StatusCode) -> str:
     return details
 
 
+async def pass_shadow(stores: Stores, version: str, pool: str = "default") -> None:
+    """Record a passing shadow verdict on ``version`` (what ``plan shadow`` writes)."""
+    meta = await stores.plans.get_metadata(pool, version)
+    assert meta is not None
+    meta.verdict.CopyFrom(
+        table_pb2.ShadowVerdict(
+            outcome=table_pb2.ShadowVerdict.Outcome.OUTCOME_PASS,
+            summary="test",
+            decided_at_unix_ms=1,
+        )
+    )
+    await stores.plans.update_metadata(meta)
+
+
 async def import_small(
     c: Clients, seed: int, *, pool: str = "default", actor: str = "alice"
 ) -> str:
@@ -125,10 +139,12 @@ async def test_rollout_and_rollback_move_the_pointer_under_new_generations(
     async with running(fast_config(state_url)) as plane, clients(plane.address) as c:
         await register_nodes(c)
         v1, v2 = await import_small(c, 1), await import_small(c, 2)
-        first = await c.plans.Rollout(admin_pb2.RolloutRequest(version=v1, actor="alice"))
+        first = await c.plans.Rollout(
+            admin_pb2.RolloutRequest(force=True, version=v1, actor="alice")
+        )
         assert (first.version, first.generation, first.action) == (v1, 1, "rollout")
         second = await c.plans.Rollout(
-            admin_pb2.RolloutRequest(version=v2, expected_generation=1, actor="bob")
+            admin_pb2.RolloutRequest(force=True, version=v2, expected_generation=1, actor="bob")
         )
         assert (second.version, second.generation) == (v2, 2)
         back = await c.plans.Rollback(admin_pb2.RollbackRequest(actor="carol", reason="bad"))
@@ -153,10 +169,12 @@ async def test_two_concurrent_rollouts_exactly_one_wins(state_url: str, stores: 
     async with running(fast_config(state_url)) as plane, clients(plane.address) as c:
         await register_nodes(c)
         v0, v1, v2 = [await import_small(c, s) for s in (0, 1, 2)]
-        await c.plans.Rollout(admin_pb2.RolloutRequest(version=v0, actor="setup"))
+        await c.plans.Rollout(admin_pb2.RolloutRequest(force=True, version=v0, actor="setup"))
         calls = [
             c.plans.Rollout(
-                admin_pb2.RolloutRequest(version=v, expected_generation=1, actor=f"op-{v}")
+                admin_pb2.RolloutRequest(
+                    force=True, version=v, expected_generation=1, actor=f"op-{v}"
+                )
             )
             for v in (v1, v2)
         ]
@@ -177,9 +195,11 @@ async def test_stale_expected_generation_is_failed_precondition(state_url: str) 
     async with running(fast_config(state_url)) as plane, clients(plane.address) as c:
         await register_nodes(c)
         v1, v2 = await import_small(c, 1), await import_small(c, 2)
-        await c.plans.Rollout(admin_pb2.RolloutRequest(version=v1))
+        await c.plans.Rollout(admin_pb2.RolloutRequest(force=True, version=v1))
         await refused(
-            c.plans.Rollout(admin_pb2.RolloutRequest(version=v2, expected_generation=0)),
+            c.plans.Rollout(
+                admin_pb2.RolloutRequest(force=True, version=v2, expected_generation=0)
+            ),
             grpc.StatusCode.FAILED_PRECONDITION,
         )
         await refused(
@@ -194,14 +214,16 @@ async def test_rollout_of_a_missing_version_is_not_found_and_changes_nothing(
     async with running(fast_config(state_url)) as plane, clients(plane.address) as c:
         await register_nodes(c)
         v1 = await import_small(c, 1)
-        await c.plans.Rollout(admin_pb2.RolloutRequest(version=v1))
+        await c.plans.Rollout(admin_pb2.RolloutRequest(force=True, version=v1))
         message = await refused(
-            c.plans.Rollout(admin_pb2.RolloutRequest(version="p0123456789abcdef")),
+            c.plans.Rollout(admin_pb2.RolloutRequest(force=True, version="p0123456789abcdef")),
             grpc.StatusCode.NOT_FOUND,
         )
         assert "p0123456789abcdef" in message
         await refused(
-            c.plans.Rollout(admin_pb2.RolloutRequest(version="p0123456789abcdef", pool="other")),
+            c.plans.Rollout(
+                admin_pb2.RolloutRequest(force=True, version="p0123456789abcdef", pool="other")
+            ),
             grpc.StatusCode.NOT_FOUND,
         )
         active = await stores.plans.get_active("default")
@@ -235,21 +257,39 @@ async def test_rollback_without_history_is_failed_precondition(state_url: str) -
         )
         assert "no active plan" in message
         v1 = await import_small(c, 1)
-        await c.plans.Rollout(admin_pb2.RolloutRequest(version=v1))
+        await c.plans.Rollout(admin_pb2.RolloutRequest(force=True, version=v1))
         message = await refused(
             c.plans.Rollback(admin_pb2.RollbackRequest()), grpc.StatusCode.FAILED_PRECONDITION
         )
         assert "--to" in message
 
 
-async def test_shadow_is_unimplemented_with_a_message(state_url: str) -> None:
+async def test_shadow_without_a_trace_or_with_bad_input_is_refused_by_name(
+    state_url: str,
+) -> None:
     async with running(fast_config(state_url)) as plane, clients(plane.address) as c:
         v1 = await import_small(c, 1)
         message = await refused(
             c.plans.ShadowPlan(admin_pb2.ShadowPlanRequest(version=v1)),
-            grpc.StatusCode.UNIMPLEMENTED,
+            grpc.StatusCode.FAILED_PRECONDITION,
         )
-        assert "shadow" in message and "not built yet" in message
+        assert "no sampled requests" in message and "--trace" in message
+        message = await refused(
+            c.plans.ShadowPlan(admin_pb2.ShadowPlanRequest(version=v1, profile="gpt-9")),
+            grpc.StatusCode.INVALID_ARGUMENT,
+        )
+        assert "profile" in message
+        message = await refused(
+            c.plans.ShadowPlan(
+                admin_pb2.ShadowPlanRequest(version=v1, trace_path="/nonexistent/trace.jsonl")
+            ),
+            grpc.StatusCode.INVALID_ARGUMENT,
+        )
+        assert "trace_path" in message
+        await refused(
+            c.plans.ShadowPlan(admin_pb2.ShadowPlanRequest(version="p0000000000000000")),
+            grpc.StatusCode.NOT_FOUND,
+        )
 
 
 async def test_build_plan_from_two_routers_traffic_admits_the_hot_keys(
@@ -357,7 +397,7 @@ async def test_rollout_of_a_plan_for_unknown_nodes_is_refused_naming_them(
 
 
 async def test_a_plan_whose_destinations_are_registered_rolls_out_and_says_so(
-    state_url: str,
+    state_url: str, stores: Stores
 ) -> None:
     async with running(fast_config(state_url)) as plane, clients(plane.address) as c:
         await register_nodes(c, count=3)
@@ -367,6 +407,7 @@ async def test_a_plan_whose_destinations_are_registered_rolls_out_and_says_so(
         check = imported.destinations
         assert (check.destinations, check.registered, check.eligible) == (3, 3, 2)
         assert list(check.ineligible) == ["node-2 (draining)"] and not check.missing
+        await pass_shadow(stores, table.version)
         pointer = await c.plans.Rollout(admin_pb2.RolloutRequest(version=table.version))
         assert pointer.generation == 1
         shown = await c.plans.GetPlan(admin_pb2.GetPlanRequest(version=table.version))
@@ -384,7 +425,7 @@ async def test_disable_is_a_generation_without_a_table_and_rollback_restores(
         )
         assert "no active plan" in message
         v1 = await import_small(c, 1)
-        await c.plans.Rollout(admin_pb2.RolloutRequest(version=v1, actor="alice"))
+        await c.plans.Rollout(admin_pb2.RolloutRequest(force=True, version=v1, actor="alice"))
         off = await c.plans.DisablePlan(admin_pb2.DisablePlanRequest(actor="bob", reason="oops"))
         assert (off.version, off.generation, off.action, off.actor) == ("", 2, "disable", "bob")
         await refused(
@@ -404,3 +445,30 @@ async def test_disable_is_a_generation_without_a_table_and_rollback_restores(
             ("rollback", "carol", "", v1),
         ]
         assert await stores.plans.previous_versions("default") == [v1]
+
+
+async def test_a_build_with_an_active_plan_is_churn_aware_and_records_its_churn(
+    state_url: str, stores: Stores
+) -> None:
+    async with running(fast_config(state_url)) as plane, clients(plane.address) as c:
+        for i in range(4):
+            await c.nodes.AddNode(admin_pb2.AddNodeRequest(node_id=f"n{i}", address=f"h:{i + 1}"))
+        counts = {f"key-{i}": 100 - 5 * i for i in range(12)}
+        for window in range(3):
+            await stores.telemetry.add_traffic(traffic("r1", window, counts, total=2000))
+        first = (await c.plans.BuildPlan(admin_pb2.BuildPlanRequest(slots_per_node=3))).metadata
+        assert not first.HasField("replan")  # nothing was active
+        await c.plans.Rollout(admin_pb2.RolloutRequest(force=True, version=first.version))
+        drifted = {k: v + (7 if i % 2 else -7) for i, (k, v) in enumerate(counts.items())}
+        for window in range(3, 9):
+            await stores.telemetry.add_traffic(traffic("r1", window, drifted, total=2000))
+        second = (await c.plans.BuildPlan(admin_pb2.BuildPlanRequest(slots_per_node=3))).metadata
+        info = second.replan
+        assert info.from_version == first.version
+        assert info.replanner in ("churn_aware", "fresh")
+        diff = await c.plans.DiffPlans(
+            admin_pb2.DiffPlansRequest(from_version=first.version, to_version=second.version)
+        )
+        assert info.churn == pytest.approx(diff.churn)
+        assert info.churn <= info.fresh_churn
+        assert second.stats.planned_imbalance <= info.imbalance_bound * (1 + 1e-9)

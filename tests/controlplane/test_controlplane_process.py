@@ -156,7 +156,9 @@ async def test_restart_keeps_plans_pointer_and_rate_state(
         for i, node in enumerate(table.node_ids):
             request = admin_pb2.AddNodeRequest(node_id=node, address=f"127.0.0.1:{9000 + i}")
             nodes.AddNode(request, timeout=5)
-        plans.Rollout(admin_pb2.RolloutRequest(version=table.version, actor="alice"), timeout=5)
+        plans.Rollout(
+            admin_pb2.RolloutRequest(version=table.version, actor="alice", force=True), timeout=5
+        )
     stores = open_stores(first.redis_url)
     try:
         for window in range(3):
@@ -209,7 +211,7 @@ async def test_a_restart_with_the_embedded_redis_keeps_routers_synced(
             nodes.AddNode(request, timeout=5)
         for table in (one, two):
             plans.ImportPlan(admin_pb2.ImportPlanRequest(table=table_to_proto(table)), timeout=5)
-        plans.Rollout(admin_pb2.RolloutRequest(version=one.version), timeout=5)
+        plans.Rollout(admin_pb2.RolloutRequest(version=one.version, force=True), timeout=5)
     config = RouterConfig(
         listen="127.0.0.1:0", redis_url=first.redis_url, router_id="r1", table_interval_s=0.2,
         load_interval_s=0.2, ack_interval_s=0.5, grace_s=0.5, metrics_listen=None,
@@ -225,7 +227,9 @@ async def test_a_restart_with_the_embedded_redis_keeps_routers_synced(
         assert second.redis_url == first.redis_url
         with grpc.insecure_channel(second.address) as channel:
             plans = admin_pb2_grpc.PlanServiceStub(channel)
-            pointer = plans.Rollout(admin_pb2.RolloutRequest(version=two.version), timeout=5)
+            pointer = plans.Rollout(
+                admin_pb2.RolloutRequest(version=two.version, force=True), timeout=5
+            )
             assert pointer.generation == 2  # the store kept generation 1
         await until_acked(second.address, "r1", 2)
         status = status_of(second.address)

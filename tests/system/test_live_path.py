@@ -186,7 +186,7 @@ async def test_rollout_reaches_both_routers_within_a_second_and_rollback_restore
 
         await import_plan(live, first, tmp_path / "first.plan")
         await import_plan(live, second, tmp_path / "second.plan")
-        assert await live.cachectl("plan", "rollout", first.version) == 0
+        assert await live.cachectl("plan", "rollout", first.version, "--force") == 0
 
         async def both_acked(generation: int) -> bool:
             acked = await live.generations()
@@ -196,7 +196,7 @@ async def test_rollout_reaches_both_routers_within_a_second_and_rollback_restore
         for stub in live.stubs:
             assert await follow(stub, first, 1)
 
-        assert await live.cachectl("plan", "rollout", second.version) == 0
+        assert await live.cachectl("plan", "rollout", second.version, "--force") == 0
         await eventually(lambda: both_acked(2), timeout=1.0)
         for stub in live.stubs:
             assert await follow(stub, second, 2)
@@ -214,7 +214,9 @@ async def test_two_concurrent_rollouts_exactly_one_wins(redis_url: str, stores: 
             await stores.plans.put_plan(encode_table(table), metadata_for(table))
         calls = [
             live.admin.plans.Rollout(
-                admin_pb2.RolloutRequest(version=v, expected_generation=0, actor=f"op-{i}")
+                admin_pb2.RolloutRequest(
+                    version=v, expected_generation=0, actor=f"op-{i}", force=True
+                )
             )
             for i, v in enumerate((first.version, second.version))
         ]
@@ -234,7 +236,7 @@ async def test_a_router_started_after_a_rollout_serves_the_table_from_its_first_
     table = plan_for(3)
     async with cluster(redis_url) as live:
         await import_plan(live, table, tmp_path / "plan")
-        assert await live.cachectl("plan", "rollout", table.version) == 0
+        assert await live.cachectl("plan", "rollout", table.version, "--force") == 0
         late = await live.add_router("router-late")
         first = await late.Route(routing_pb2.RouteRequest(key=warm_keys(table)[0]))
         assert (first.version, first.generation) == (table.version, 1)
@@ -247,7 +249,7 @@ async def test_an_invalid_table_is_nacked_with_a_reason_and_the_last_good_one_se
     good = plan_for(4)
     async with cluster(redis_url) as live:
         await import_plan(live, good, tmp_path / "plan")
-        assert await live.cachectl("plan", "rollout", good.version) == 0
+        assert await live.cachectl("plan", "rollout", good.version, "--force") == 0
         # A corrupt table under a valid-looking version, as a bad writer or a disk fault would
         # leave it: routers must refuse it. (ImportPlan itself validates, so write to Redis.)
         bad = plan_for(5)
@@ -277,7 +279,7 @@ async def test_plan_disable_makes_both_routers_answer_no_table_and_rollback_rest
     table = plan_for(6)
     async with cluster(redis_url) as live:
         await import_plan(live, table, tmp_path / "plan")
-        assert await live.cachectl("plan", "rollout", table.version) == 0
+        assert await live.cachectl("plan", "rollout", table.version, "--force") == 0
 
         async def all_follow(plan: RoutingTable, generation: int) -> bool:
             return all([await follow(stub, plan, generation) for stub in live.stubs])

@@ -425,17 +425,45 @@ class ShadowPlanRequest(_message.Message):
 
     POOL_FIELD_NUMBER: _builtins.int
     VERSION_FIELD_NUMBER: _builtins.int
+    RECENT_MINUTES_FIELD_NUMBER: _builtins.int
+    TRACE_PATH_FIELD_NUMBER: _builtins.int
+    TRACE_QPS_FIELD_NUMBER: _builtins.int
+    TRACE_DURATION_S_FIELD_NUMBER: _builtins.int
+    PROFILE_FIELD_NUMBER: _builtins.int
+    NODES_FIELD_NUMBER: _builtins.int
+    ACTOR_FIELD_NUMBER: _builtins.int
     pool: _builtins.str
     version: _builtins.str
+    recent_minutes: _builtins.int
+    """The stream to replay: the routers' sampled trace of the last recent_minutes (default 10), or
+    a trace file the simulator reads (Mooncake or Claude Code JSONL), a path on the control
+    plane's host, replayed at trace_qps for trace_duration_s.
+    """
+    trace_path: _builtins.str
+    trace_qps: _builtins.float
+    trace_duration_s: _builtins.float
+    profile: _builtins.str
+    """The pool's engine profile in the simulator (default: the 70B testbed profile) and its node
+    count (default: the plan's destinations).
+    """
+    nodes: _builtins.int
+    actor: _builtins.str
     def __init__(
         self,
         *,
         pool: _builtins.str = ...,
         version: _builtins.str = ...,
+        recent_minutes: _builtins.int = ...,
+        trace_path: _builtins.str = ...,
+        trace_qps: _builtins.float = ...,
+        trace_duration_s: _builtins.float = ...,
+        profile: _builtins.str = ...,
+        nodes: _builtins.int = ...,
+        actor: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["pool", b"pool", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "nodes", b"nodes", "pool", b"pool", "profile", b"profile", "recent_minutes", b"recent_minutes", "trace_duration_s", b"trace_duration_s", "trace_path", b"trace_path", "trace_qps", b"trace_qps", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -458,7 +486,8 @@ class RolloutRequest(_message.Message):
     actor: _builtins.str
     reason: _builtins.str
     force: _builtins.bool
-    """Roll out although a rollout gate refuses (unknown warm destinations, ...); the refusals
+    """Roll out although a rollout gate refuses (unknown warm destinations, no passing shadow
+    verdict, ...); the refusals
     are recorded in the audit event's detail with the actor.
     """
     def __init__(
@@ -605,6 +634,8 @@ class PoolStatus(_message.Message):
     ROUTERS_FIELD_NUMBER: _builtins.int
     NODES_FIELD_NUMBER: _builtins.int
     ACTIVE_DESTINATIONS_FIELD_NUMBER: _builtins.int
+    ACTIVE_VERDICT_FIELD_NUMBER: _builtins.int
+    LAST_VERDICTS_FIELD_NUMBER: _builtins.int
     pool: _builtins.str
     @_builtins.property
     def active(self) -> _cluster_pb2.ActivePointer: ...
@@ -616,6 +647,14 @@ class PoolStatus(_message.Message):
     def active_destinations(self) -> Global___DestinationCheck:
         """The active plan's destinations against the registry (unset without an active plan)."""
 
+    @_builtins.property
+    def active_verdict(self) -> _table_pb2.ShadowVerdict:
+        """The shadow-replay verdict of the active version (unset when it was never replayed), and the
+        newest verdicts of the pool's stored versions (newest decision first, at most 5).
+        """
+
+    @_builtins.property
+    def last_verdicts(self) -> _containers.RepeatedCompositeFieldContainer[Global___VersionVerdict]: ...
     def __init__(
         self,
         *,
@@ -624,14 +663,39 @@ class PoolStatus(_message.Message):
         routers: _abc.Iterable[_cluster_pb2.RouterAck] | None = ...,
         nodes: _abc.Iterable[Global___NodeStatus] | None = ...,
         active_destinations: Global___DestinationCheck | None = ...,
+        active_verdict: _table_pb2.ShadowVerdict | None = ...,
+        last_verdicts: _abc.Iterable[Global___VersionVerdict] | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["active", b"active", "active_destinations", b"active_destinations"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["active", b"active", "active_destinations", b"active_destinations", "active_verdict", b"active_verdict"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["active", b"active", "active_destinations", b"active_destinations", "nodes", b"nodes", "pool", b"pool", "routers", b"routers"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["active", b"active", "active_destinations", b"active_destinations", "active_verdict", b"active_verdict", "last_verdicts", b"last_verdicts", "nodes", b"nodes", "pool", b"pool", "routers", b"routers"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___PoolStatus: _TypeAlias = PoolStatus  # noqa: Y015
+
+@_typing.final
+class VersionVerdict(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VERSION_FIELD_NUMBER: _builtins.int
+    VERDICT_FIELD_NUMBER: _builtins.int
+    version: _builtins.str
+    @_builtins.property
+    def verdict(self) -> _table_pb2.ShadowVerdict: ...
+    def __init__(
+        self,
+        *,
+        version: _builtins.str = ...,
+        verdict: _table_pb2.ShadowVerdict | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["verdict", b"verdict"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["verdict", b"verdict", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___VersionVerdict: _TypeAlias = VersionVerdict  # noqa: Y015
 
 @_typing.final
 class ClusterStatus(_message.Message):

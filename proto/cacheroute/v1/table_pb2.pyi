@@ -302,9 +302,16 @@ class ShadowVerdict(_message.Message):
     DECIDED_AT_UNIX_MS_FIELD_NUMBER: _builtins.int
     CANDIDATE_FIELD_NUMBER: _builtins.int
     BASELINE_FIELD_NUMBER: _builtins.int
+    DECIDED_BY_FIELD_NUMBER: _builtins.int
+    SOURCE_FIELD_NUMBER: _builtins.int
+    REPORT_JSON_FIELD_NUMBER: _builtins.int
     outcome: Global___ShadowVerdict.Outcome.ValueType
     summary: _builtins.str
     decided_at_unix_ms: _builtins.int
+    decided_by: _builtins.str
+    """Who asked for the replay, what it replayed, and the full report (sim/shadow_replay.py) as JSON."""
+    source: _builtins.str
+    report_json: _builtins.str
     @_builtins.property
     def candidate(self) -> _containers.ScalarMap[_builtins.str, _builtins.float]:
         """Free-form metric name -> value for the candidate and the baseline."""
@@ -319,10 +326,13 @@ class ShadowVerdict(_message.Message):
         decided_at_unix_ms: _builtins.int = ...,
         candidate: _abc.Mapping[_builtins.str, _builtins.float] | None = ...,
         baseline: _abc.Mapping[_builtins.str, _builtins.float] | None = ...,
+        decided_by: _builtins.str = ...,
+        source: _builtins.str = ...,
+        report_json: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["baseline", b"baseline", "candidate", b"candidate", "decided_at_unix_ms", b"decided_at_unix_ms", "outcome", b"outcome", "summary", b"summary"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["baseline", b"baseline", "candidate", b"candidate", "decided_at_unix_ms", b"decided_at_unix_ms", "decided_by", b"decided_by", "outcome", b"outcome", "report_json", b"report_json", "source", b"source", "summary", b"summary"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -345,6 +355,7 @@ class PlanMetadata(_message.Message):
     VERDICT_FIELD_NUMBER: _builtins.int
     NOTE_FIELD_NUMBER: _builtins.int
     TABLE_BYTES_FIELD_NUMBER: _builtins.int
+    REPLAN_FIELD_NUMBER: _builtins.int
     pool: _builtins.str
     version: _builtins.str
     content_hash: _builtins.str
@@ -360,6 +371,12 @@ class PlanMetadata(_message.Message):
     def stats(self) -> Global___PlanStats: ...
     @_builtins.property
     def verdict(self) -> Global___ShadowVerdict: ...
+    @_builtins.property
+    def replan(self) -> Global___ReplanInfo:
+        """How the plan compares with the one active in its pool when it was built (unset when no plan
+        was active, and for imports).
+        """
+
     def __init__(
         self,
         *,
@@ -374,11 +391,60 @@ class PlanMetadata(_message.Message):
         verdict: Global___ShadowVerdict | None = ...,
         note: _builtins.str = ...,
         table_bytes: _builtins.int = ...,
+        replan: Global___ReplanInfo | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["params", b"params", "stats", b"stats", "verdict", b"verdict"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["params", b"params", "replan", b"replan", "stats", b"stats", "verdict", b"verdict"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["content_hash", b"content_hash", "created_at_unix_ms", b"created_at_unix_ms", "created_by", b"created_by", "note", b"note", "params", b"params", "pool", b"pool", "source", b"source", "stats", b"stats", "table_bytes", b"table_bytes", "verdict", b"verdict", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["content_hash", b"content_hash", "created_at_unix_ms", b"created_at_unix_ms", "created_by", b"created_by", "note", b"note", "params", b"params", "pool", b"pool", "replan", b"replan", "source", b"source", "stats", b"stats", "table_bytes", b"table_bytes", "verdict", b"verdict", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___PlanMetadata: _TypeAlias = PlanMetadata  # noqa: Y015
+
+@_typing.final
+class ReplanInfo(_message.Message):
+    """The replanner's report for a built plan (controlplane/replanner.py)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FROM_VERSION_FIELD_NUMBER: _builtins.int
+    REPLANNER_FIELD_NUMBER: _builtins.int
+    CHURN_FIELD_NUMBER: _builtins.int
+    FRESH_CHURN_FIELD_NUMBER: _builtins.int
+    FRESH_IMBALANCE_FIELD_NUMBER: _builtins.int
+    IMBALANCE_BOUND_FIELD_NUMBER: _builtins.int
+    REPAIR_MOVES_FIELD_NUMBER: _builtins.int
+    USED_FRESH_FIELD_NUMBER: _builtins.int
+    from_version: _builtins.str
+    """The version that was active when this plan was built."""
+    replanner: _builtins.str
+    """"fresh" (Algorithm 1 from scratch) or "churn_aware" (kept what still fits)."""
+    churn: _builtins.float
+    """1 - unchanged keys / keys in either plan, against from_version (0 = identical maps)."""
+    fresh_churn: _builtins.float
+    """The churn a fresh plan of the same rates would have had."""
+    fresh_imbalance: _builtins.float
+    """The planned imbalance a fresh plan would have, and the bound the replan kept to."""
+    imbalance_bound: _builtins.float
+    repair_moves: _builtins.int
+    """Replica moves the repair step made; true when the replanner fell back to the fresh plan."""
+    used_fresh: _builtins.bool
+    def __init__(
+        self,
+        *,
+        from_version: _builtins.str = ...,
+        replanner: _builtins.str = ...,
+        churn: _builtins.float = ...,
+        fresh_churn: _builtins.float = ...,
+        fresh_imbalance: _builtins.float = ...,
+        imbalance_bound: _builtins.float = ...,
+        repair_moves: _builtins.int = ...,
+        used_fresh: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["churn", b"churn", "fresh_churn", b"fresh_churn", "fresh_imbalance", b"fresh_imbalance", "from_version", b"from_version", "imbalance_bound", b"imbalance_bound", "repair_moves", b"repair_moves", "replanner", b"replanner", "used_fresh", b"used_fresh"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReplanInfo: _TypeAlias = ReplanInfo  # noqa: Y015

@@ -1,0 +1,298 @@
+"""Fresh vs churn-aware replanning under the paper's rate drift (PAPER.md §5, issue 11).
+
+**Drift model** (the paper's): each key's rate follows a lognormal random walk, σ = 0.3 per
+interval: w_t = w_{t-1} · exp(σ·z), renormalised, for ``steps`` intervals after the first.
+
+**Stream**: one continuous request stream whose per-key rates follow w_t in interval t, so
+conversations (and their cached history) run on across interval boundaries. It is made by
+*thinning*: the workload is generated once over the whole horizon with each key's weight at its
+maximum over the intervals (g_k = max_t w_t,k), at ``qps · Σ_k g_k``; a request of key k in
+interval t is kept when its thread's uniform u < w_t,k / g_k, so key k arrives at exactly
+``qps · w_t,k`` and a thread is kept or dropped consistently from one interval to the next while
+its key's rate is steady (the same u decides). Single-turn requests draw their own u.
+
+**Plans**: the control plane can plan only from the past, so the plan installed at the start of
+interval t+1 is built from the request counts of the last ``plan_window_s`` of interval t
+(:func:`sim.planning.estimate_rates`); the first plan from a window before interval 0. The fresh
+replanner runs Algorithm 1 each time (:func:`controlplane.planner.build_plan`), the churn-aware
+one :func:`controlplane.replanner.replan` against its own previous plan. A third arm, ``static``,
+keeps the first plan: its hit rate across a boundary shows what the stream alone does there.
+
+**Simulation**: one continuous cluster run per arm (caches carry over); at each boundary every
+router's table is swapped at the first arrival past it (what a router does on a new version).
+Per transition: churn (:func:`controlplane.churn.churn`), the hit-rate dip (token-weighted KV hit
+over the ``dip_window_s`` before the boundary minus the one after), p99 TTFT of the interval's
+requests (those without a first token count with their wait so far) and the plan's planned
+imbalance.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from controlplane.churn import compare
+from controlplane.planner import PlanInput, build_plan
+from controlplane.replanner import DEFAULT_TOLERANCE, replan
+from dataplane.core.load_view import LoadView
+from dataplane.core.policies import Decision, Policy, Request
+from dataplane.core.table import RoutingTable
+from sim.cluster import Cluster, ClusterConfig
+from sim.engine_model import EngineProfile
+from sim.node import Job
+from sim.planning import estimate_rates
+from sim.types import SimRequest
+from sim.workloads.blocks import mix
+from sim.workloads.lowshare import SHAPE as LOWSHARE_SHAPE
+from sim.workloads.lowshare import LowShareWorkload
+from sim.workloads.paper import PaperWorkload, generate
+from sim.workloads.popularity import Population, paper_active_set
+from sim.workloads.single_turn import single_turn_requests
+
+F64 = npt.NDArray[np.float64]
+SIGMA = 0.3
+STEPS = 6
+ARMS = ("fresh", "churn_aware", "static")
+Generator = Callable[[Population, float, float, int], list[SimRequest]]
+
+
+class DriftError(ValueError):
+    """A drift experiment that cannot be run as asked (unknown workload, bad setting)."""
+
+
+def _paper(pop: Population, qps: float, duration_s: float, seed: int) -> list[SimRequest]:
+    return generate(pop, PaperWorkload().arrivals(), qps, duration_s, seed).requests()
+
+
+def _lowshare(pop: Population, qps: float, duration_s: float, seed: int) -> list[SimRequest]:
+    arrivals = LowShareWorkload().arrivals()
+    return single_turn_requests(
+        LOWSHARE_SHAPE, pop, arrivals, qps=qps, duration_s=duration_s, seed=seed
+    )
+
+
+GENERATORS: dict[str, Generator] = {"paper": _paper, "lowshare": _lowshare}
+
+
+@dataclass(frozen=True)
+class DriftSettings:
+    profile: EngineProfile
+    q_cap: float
+    qps: float
+    nodes: int = 30
+    top_k: int = 128
+    interval_s: float = 120.0
+    plan_window_s: float = 60.0
+    dip_window_s: float = 30.0
+    slots_per_node: int = 8
+    tolerance: float = DEFAULT_TOLERANCE
+    sigma: float = SIGMA
+    steps: int = STEPS
+    seed: int = 1
+
+    def check(self) -> None:
+        for name in ("q_cap", "qps", "interval_s", "plan_window_s", "dip_window_s"):
+            if not getattr(self, name) > 0:
+                raise DriftError(f"{name} must be > 0, got {getattr(self, name)}")
+        if self.plan_window_s > self.interval_s or 2 * self.dip_window_s > self.interval_s:
+            raise DriftError("plan_window_s and 2 x dip_window_s must fit in interval_s")
+        if self.steps < 1 or self.nodes < 1 or self.sigma < 0:
+            raise DriftError("steps and nodes must be >= 1 and sigma >= 0")
+
+
+def drift_weights(base: F64, sigma: float, steps: int, rng: np.random.Generator) -> F64:
+    """(steps + 1) × keys: row 0 is ``base``, each next row one lognormal step, renormalised."""
+    rows = [base / base.sum()]
+    for _ in range(steps):
+        w = rows[-1] * np.exp(sigma * rng.standard_normal(base.shape[0]))
+        rows.append(w / w.sum())
+    return np.stack(rows)
+
+
+def drifting_stream(
+    generator: Generator, active: Population, weights: F64, s: DriftSettings
+) -> list[SimRequest]:
+    """Requests from -plan_window_s to (steps + 1) · interval_s (times from the first interval's
+    start, shifted so the list starts at 0 + plan_window_s), thinned to follow ``weights``."""
+    peak = weights.max(axis=0)
+    scale = float(peak.sum())
+    pop = Population(active.names, active.hashes, peak / scale)
+    horizon = s.plan_window_s + (s.steps + 1) * s.interval_s
+    raw = generator(pop, s.qps * scale, horizon, s.seed)
+    index = {h: i for i, h in enumerate(active.hashes)}
+    keys = np.array([index[r.key_hash] for r in raw], dtype=np.int64)
+    times = np.array([r.arrival_s for r in raw], dtype=np.float64) - s.plan_window_s
+    interval = np.clip(np.floor(times / s.interval_s), 0, s.steps).astype(np.int64)
+    threads = np.array([r.thread for r in raw], dtype=np.int64)
+    salt = np.uint64(s.seed * 2 + 1)
+    ident = np.where(threads >= 0, threads, -1 - np.arange(len(raw))).astype(np.uint64)
+    u = (mix(salt, ident) >> np.uint64(11)).astype(np.float64) / 2.0**53
+    keep = u < weights[interval, keys] / peak[keys]
+    return [r for r, k in zip(raw, keep.tolist(), strict=True) if k]
+
+
+class _Switching(Policy):
+    """Delegates to a policy; swaps the router's table at the first arrival past each boundary."""
+
+    def __init__(self, inner: Policy, schedule: Sequence[tuple[float, RoutingTable]]) -> None:
+        self.inner = inner
+        self.schedule = list(schedule)
+
+    def choose(self, request: Request, view: LoadView) -> Decision:
+        return self.inner.choose(request, view)
+
+    def route(self, request: Request, view: LoadView, now: float) -> Decision:
+        while self.schedule and now >= self.schedule[0][0]:
+            view.set_table(self.schedule.pop(0)[1])
+        return self.inner.route(request, view, now)
+
+
+def _plan_input(requests: Sequence[SimRequest], start: float, s: DriftSettings) -> PlanInput:
+    window = [r for r in requests if start <= r.arrival_s < start + s.plan_window_s]
+    hashes, rates, labels = estimate_rates(window, s.plan_window_s)
+    return PlanInput(
+        key_hashes=hashes, rates=rates, node_ids=[f"d{i:03d}" for i in range(s.nodes)],
+        q_cap=s.q_cap, slots_per_node=s.slots_per_node, pool="sim", key_labels=labels,
+    )  # fmt: skip
+
+
+def plan_sequence(
+    requests: Sequence[SimRequest], s: DriftSettings
+) -> dict[str, list[RoutingTable]]:
+    """Per arm: the plan in force in each interval 0..steps (index 0 is the first plan)."""
+    offset = s.plan_window_s  # stream time of interval 0's start
+    first = build_plan(_plan_input(requests, 0.0, s), created_at_unix_ms=1)
+    arms = {"fresh": [first], "churn_aware": [first], "static": [first] * (s.steps + 1)}
+    for t in range(s.steps):
+        start = offset + (t + 1) * s.interval_s - s.plan_window_s
+        plan_input = _plan_input(requests, start, s)
+        arms["fresh"].append(build_plan(plan_input, created_at_unix_ms=1))
+        previous = arms["churn_aware"][-1]
+        arms["churn_aware"].append(
+            replan(previous, plan_input, tolerance=s.tolerance, created_at_unix_ms=1).table
+        )
+    return arms
+
+
+def _simulate(requests: list[SimRequest], plans: list[RoutingTable], s: DriftSettings) -> list[Job]:
+    config = ClusterConfig(profile=s.profile, nodes=s.nodes, warmup_s=s.plan_window_s, seed=s.seed)
+    cluster = Cluster(requests, "cacheroute", config, plans[0])
+    schedule = [(s.plan_window_s + t * s.interval_s, plans[t]) for t in range(1, len(plans))]
+    for router in cluster.routers:
+        router.policy = _Switching(router.policy, schedule)
+    cluster.run()
+    return cluster.jobs
+
+
+def _hit(jobs: Sequence[Job], lo: float, hi: float) -> float:
+    prompt = cached = 0
+    for job in jobs:
+        if lo <= job.arrival < hi and job.first_token >= 0.0:
+            prompt += job.prompt
+            cached += job.cached
+    return cached / prompt if prompt else 0.0
+
+
+def _p99(jobs: Sequence[Job], lo: float, hi: float, end: float) -> float:
+    waits = [
+        (job.first_token if job.first_token >= 0.0 else end) - job.arrival
+        for job in jobs
+        if lo <= job.arrival < hi
+    ]
+    return float(np.percentile(waits, 99.0)) if waits else 0.0
+
+
+def run_drift(workload: str, s: DriftSettings) -> dict[str, Any]:
+    """The experiment of the module docstring; the document ``cachectl sim drift`` prints."""
+    s.check()
+    generator = GENERATORS.get(workload)
+    if generator is None:
+        raise DriftError(f"drift supports workloads {', '.join(GENERATORS)}; got {workload!r}")
+    active = paper_active_set(s.top_k)
+    weights = drift_weights(
+        np.asarray(active.weights), s.sigma, s.steps, np.random.default_rng(s.seed)
+    )
+    requests = drifting_stream(generator, active, weights, s)
+    arms = plan_sequence(requests, s)
+    jobs = {arm: _simulate(requests, arms[arm], s) for arm in ARMS}
+    end = s.plan_window_s + (s.steps + 1) * s.interval_s
+    transitions, details = [], []
+    for t in range(1, s.steps + 1):
+        at = s.plan_window_s + t * s.interval_s
+        row: dict[str, dict[str, float]] = {}
+        extra: dict[str, dict[str, float]] = {}
+        for arm in ARMS:
+            before = _hit(jobs[arm], at - s.dip_window_s, at)
+            after = _hit(jobs[arm], at, at + s.dip_window_s)
+            p99 = _p99(jobs[arm], at, at + s.interval_s, end + 60.0)
+            plan, previous = arms[arm][t], arms[arm][t - 1]
+            result = compare(previous, plan)
+            metrics = {
+                "churn": result.churn,
+                "hit_dip": before - after,
+                "p99_s": p99,
+                "imbalance": plan.stats.planned_imbalance,
+            }
+            if arm == "static":
+                extra[arm] = metrics
+            else:
+                row[arm] = metrics
+                extra[arm] = {
+                    "moved_share": result.moved_share,
+                    "hit_before": before,
+                    "hit_after": after,
+                    "admitted_keys": float(plan.num_keys),
+                }
+        transitions.append(row)
+        details.append({"at_s": at - s.plan_window_s, **extra})
+    return {
+        "workload": workload,
+        "transitions": transitions,
+        "details": details,
+        "summary": summarize(transitions, s.tolerance),
+        "settings": {
+            "profile": s.profile.name,
+            "nodes": s.nodes,
+            "qps": s.qps,
+            "q_cap": s.q_cap,
+            "top_k": s.top_k,
+            "sigma": s.sigma,
+            "steps": s.steps,
+            "interval_s": s.interval_s,
+            "plan_window_s": s.plan_window_s,
+            "dip_window_s": s.dip_window_s,
+            "slots_per_node": s.slots_per_node,
+            "tolerance": s.tolerance,
+            "seed": s.seed,
+            "requests": len(requests),
+        },
+    }
+
+
+def summarize(
+    transitions: Sequence[dict[str, dict[str, float]]], tolerance: float
+) -> dict[str, Any]:
+    """Means over transitions and the issue's acceptance checks."""
+
+    def mean(arm: str, field: str) -> float:
+        return float(np.mean([t[arm][field] for t in transitions]))
+
+    worst_churn = max(t["churn_aware"]["churn"] for t in transitions)
+    worst_ratio = max(t["churn_aware"]["imbalance"] / t["fresh"]["imbalance"] for t in transitions)
+    return {
+        "fresh": {f: mean("fresh", f) for f in ("churn", "hit_dip", "p99_s", "imbalance")},
+        "churn_aware": {
+            f: mean("churn_aware", f) for f in ("churn", "hit_dip", "p99_s", "imbalance")
+        },
+        "max_churn_aware_churn": worst_churn,
+        "max_imbalance_ratio": worst_ratio,
+        "checks": {
+            "churn_at_most_10pct_per_interval": worst_churn <= 0.10,
+            "imbalance_within_5pct_of_fresh": worst_ratio <= 1.0 + tolerance + 1e-9,
+            "smaller_hit_dip_than_fresh": mean("churn_aware", "hit_dip") < mean("fresh", "hit_dip"),
+        },
+    }

@@ -1,0 +1,134 @@
+"""Property tests (hypothesis) for the churn-aware replanner (``controlplane/replanner.py``).
+
+Random previous plans, drifted rates and changed pools; each property restates a promise of the
+replanner's docstring and checks it from the tables, not from replanner internals.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from controlplane.churn import churn
+from controlplane.planner import PlanInput, build_plan
+from controlplane.replanner import replan
+from dataplane.core.table import RoutingTable
+
+EXAMPLES = settings(max_examples=80, deadline=None)
+
+
+@st.composite
+def drifts(draw: st.DrawFn) -> tuple[PlanInput, PlanInput, float]:
+    """A previous input, the next one (drifted rates, maybe a changed pool) and a tolerance."""
+    num_nodes = draw(st.integers(1, 8))
+    size = draw(st.integers(0, 50))
+    hashes = draw(st.lists(st.integers(0, 2**64 - 1), unique=True, min_size=size, max_size=size))
+    rates = np.array(
+        draw(st.lists(st.floats(0.0, 50.0), min_size=size, max_size=size)), dtype=np.float64
+    )
+    sigma = draw(st.sampled_from([0.0, 0.1, 0.3, 1.0]))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32)))
+    drifted = rates * np.exp(sigma * rng.standard_normal(size))
+    nodes = [f"node-{i}" for i in range(num_nodes)]
+    next_nodes = draw(st.sampled_from(["same", "drop", "add"]))
+    if next_nodes == "drop" and num_nodes > 1:
+        new_nodes = nodes[1:]
+    elif next_nodes == "add":
+        new_nodes = [*nodes, "node-new"]
+    else:
+        new_nodes = nodes
+    weights = draw(st.one_of(st.just(()), st.just(tuple([2.0] + [1.0] * (len(new_nodes) - 1)))))
+    q_cap = draw(st.sampled_from([1.0, 5.0, 20.0]))
+    slots = draw(st.integers(0, 4))
+    before = PlanInput(
+        key_hashes=np.array(hashes, dtype=np.uint64),
+        rates=rates,
+        node_ids=nodes,
+        q_cap=q_cap,
+        slots_per_node=slots,
+    )
+    after = replace(before, rates=drifted, node_ids=new_nodes, node_weights=weights)
+    return before, after, draw(st.sampled_from([0.0, 0.05, 0.2]))
+
+
+def _sets(table: RoutingTable) -> dict[int, frozenset[str]]:
+    return {
+        int(h): frozenset(table.node_ids[m] for m in table.members(i))
+        for i, h in enumerate(table.key_hashes.tolist())
+    }
+
+
+@EXAMPLES
+@given(drifts())
+def test_the_replan_stays_within_the_bound_of_the_fresh_plans_imbalance(
+    case: tuple[PlanInput, PlanInput, float],
+) -> None:
+    before, after, tolerance = case
+    result = replan(build_plan(before), after, tolerance=tolerance)
+    fresh = build_plan(after)
+    assert result.fresh_imbalance == fresh.stats.planned_imbalance
+    limit = fresh.stats.planned_imbalance * (1 + tolerance)
+    assert result.table.stats.planned_imbalance <= limit * (1 + 1e-9)
+
+
+@EXAMPLES
+@given(drifts())
+def test_the_replan_never_churns_more_than_the_fresh_plan(
+    case: tuple[PlanInput, PlanInput, float],
+) -> None:
+    before, after, tolerance = case
+    previous = build_plan(before)
+    result = replan(previous, after, tolerance=tolerance)
+    assert result.churn == churn(previous, result.table)
+    assert result.churn <= churn(previous, build_plan(after)) + 1e-12
+
+
+@EXAMPLES
+@given(drifts())
+def test_the_replan_admits_what_the_fresh_plan_admits_with_the_same_replica_counts(
+    case: tuple[PlanInput, PlanInput, float],
+) -> None:
+    before, after, tolerance = case
+    result = replan(build_plan(before), after, tolerance=tolerance).table
+    fresh = build_plan(after)
+    np.testing.assert_array_equal(result.key_hashes, fresh.key_hashes)
+    np.testing.assert_array_equal(result.set_offsets, fresh.set_offsets)
+    assert result.node_ids == fresh.node_ids
+    for sizes in (np.diff(result.set_offsets),):
+        assert (sizes >= 1).all()
+    assert math.isclose(result.stats.total_rate, fresh.stats.total_rate)
+
+
+@EXAMPLES
+@given(drifts())
+def test_identical_rates_give_zero_churn(case: tuple[PlanInput, PlanInput, float]) -> None:
+    before, _, tolerance = case
+    previous = build_plan(before)
+    again = replan(previous, before, tolerance=tolerance)
+    assert again.churn == 0.0
+    # and a churn-aware plan, replanned on the rates that produced it, stays put too
+    _, after, _ = case
+    drifted = replan(previous, after, tolerance=tolerance).table
+    settled = replace(after)
+    assert replan(drifted, settled, tolerance=tolerance).churn == 0.0
+
+
+@EXAMPLES
+@given(drifts())
+def test_a_removed_destination_is_in_no_set_and_kept_keys_keep_their_sets(
+    case: tuple[PlanInput, PlanInput, float],
+) -> None:
+    before, after, tolerance = case
+    previous = build_plan(before)
+    result = replan(previous, after, tolerance=tolerance)
+    new_sets = _sets(result.table)
+    for members in new_sets.values():
+        assert members <= set(after.node_ids)
+    old_sets = _sets(previous)
+    unchanged = sum(1 for h, s in new_sets.items() if old_sets.get(h) == s)
+    if not result.used_fresh:
+        assert result.kept_keys == unchanged

@@ -1,0 +1,77 @@
+"""The shadow-replay gate (``sim/shadow_replay.py``): it rejects CacheRoute where prefix sharing is
+low (``lowshare``, the paper's failure regime) and passes it on the paper workload; the noise test
+and the load scaling behave as documented."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from sim import presets
+from sim.engine_model import get_profile
+from sim.planning import make_stream, plan_for
+from sim.shadow_replay import ShadowError, ShadowSettings, report, scaled, shadow, welch
+from sim.workloads.registry import make_workload
+
+# Single-destination knees measured by sim.calibration.single_destination_knee (the default
+# `cachectl sim shadow` measures them itself): paper 12.094 req/s, lowshare 1.605 req/s.
+Q_CAP = {"paper": 12.094, "lowshare": 1.605}
+NODES = [f"d{i:03d}" for i in range(30)]
+
+
+def gate(workload: str, qps: float, duration_s: float) -> dict[str, object]:
+    preset = presets.preset_for(workload)
+    stream = make_stream(
+        make_workload(workload, **preset.options), qps=qps, duration_s=duration_s, seed=1,
+        prior_window_s=60.0,
+    )  # fmt: skip
+    table = plan_for("lpt", stream, NODES, q_cap=Q_CAP[workload])
+    assert table is not None
+    settings = ShadowSettings(profile=get_profile(preset.profile), seeds=2, iterations=3)
+    return report(shadow(stream.requests, table, settings))
+
+
+@pytest.mark.slow
+def test_the_gate_passes_cacheroute_on_the_paper_workload() -> None:
+    document = gate("paper", 100.0, 60.0)
+    assert document["verdict"] == "pass", document["reason"]
+    assert "improves beyond noise" in str(document["reason"])
+
+
+@pytest.mark.slow
+def test_the_gate_rejects_cacheroute_on_lowshare_despite_its_higher_hit_rate() -> None:
+    document = gate("lowshare", 24.0, 120.0)
+    assert document["verdict"] == "fail", document["reason"]
+    near = document["loads"]["near"]  # type: ignore[index]
+    assert near["cacheroute"]["kv_hit"] > near["flat"]["kv_hit"]  # hit rate is not enough
+    assert "regresses" in str(document["reason"]) or "no improvement" in str(document["reason"])
+
+
+def test_scaling_a_stream_multiplies_its_load() -> None:
+    stream = make_stream(make_workload("paper"), qps=20.0, duration_s=10.0, seed=1,
+                         prior_window_s=1.0).requests  # fmt: skip
+    doubled = scaled(stream, 2.0)
+    assert [r.key for r in doubled] == [r.key for r in stream]
+    assert doubled[-1].arrival_s == pytest.approx(stream[-1].arrival_s / 2)
+
+
+def test_welch_interval_excludes_zero_only_for_a_clear_difference() -> None:
+    diff, half = welch([2.0, 2.1, 1.9], [1.0, 1.05, 0.95])
+    assert diff == pytest.approx(1.0) and diff - half > 0
+    diff, half = welch([2.0, 1.0, 3.0], [1.9, 2.6, 1.5])
+    assert diff - half < 0 < diff + half
+    assert welch([1.0], [2.0])[1] == math.inf
+
+
+def test_a_tiny_stream_or_bad_settings_are_refused() -> None:
+    preset = presets.preset_for("paper")
+    stream = make_stream(make_workload("paper"), qps=10.0, duration_s=5.0, seed=1,
+                         prior_window_s=5.0)  # fmt: skip
+    table = plan_for("lpt", stream, NODES, q_cap=12.0)
+    assert table is not None
+    profile = get_profile(preset.profile)
+    with pytest.raises(ShadowError, match="at least 100"):
+        shadow(stream.requests, table, ShadowSettings(profile=profile))
+    with pytest.raises(ShadowError, match="seeds"):
+        shadow(stream.requests, table, ShadowSettings(profile=profile, seeds=1))
