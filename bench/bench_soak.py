@@ -161,7 +161,9 @@ async def rollouts(address: str, every: float, until: float, log: list[dict[str,
             try:
                 built = await plans.BuildPlan(admin_pb2.BuildPlanRequest(pool="default"))
                 version = built.metadata.version
-                await plans.Rollout(admin_pb2.RolloutRequest(pool="default", version=version))
+                # forced past the shadow gate (audited): a soak tests the rollout path, not plans
+                request = admin_pb2.RolloutRequest(pool="default", version=version, force=True)
+                await plans.Rollout(request)
                 entry["version"] = version
             except grpc.aio.AioRpcError as exc:
                 entry["error"] = f"{exc.code().name}: {exc.details()}"
