@@ -37,6 +37,7 @@ from agents import dialects
 from agents.agent import Agent, AgentConfig
 from agents.agent_metrics import AgentMetrics
 from dataplane.core.names import InvalidNameError, validate_node_id, validate_pool
+from servekit.addresses import parse_host_port
 from servekit.flags import (
     HelpFormatter,
     RepeatedFlag,
@@ -230,10 +231,10 @@ def _weight(value: object, source: str) -> float:
 
 
 def _listen(value: str) -> tuple[str, int]:
-    host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ConfigError(f"--metrics-listen {value!r}: expected HOST:PORT")
-    return host.strip("[]") or "0.0.0.0", int(port)
+    try:
+        return parse_host_port(value, default_host="0.0.0.0")
+    except ValueError as exc:
+        raise ConfigError(f"--metrics-listen {value!r}: {exc}") from None
 
 
 def controlplanes(value: str) -> list[str]:

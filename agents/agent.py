@@ -31,6 +31,7 @@ _FIXED_DIALECT = {
     "vllm_v1": dialects.VLLM_V1,
     "vllm_v0": dialects.VLLM_V0,
     "sim": dialects.SIMULATED,
+    "llamacpp": dialects.LLAMACPP,
 }
 
 

@@ -35,10 +35,11 @@ VLLM_V0: Final = agent_pb2.METRIC_DIALECT_VLLM_V0
 SGLANG_COLON: Final = agent_pb2.METRIC_DIALECT_SGLANG_COLON
 SGLANG_UNDERSCORE: Final = agent_pb2.METRIC_DIALECT_SGLANG_UNDERSCORE
 SIMULATED: Final = agent_pb2.METRIC_DIALECT_SIMULATED
+LLAMACPP: Final = agent_pb2.METRIC_DIALECT_LLAMACPP
 UNSPECIFIED: Final = agent_pb2.METRIC_DIALECT_UNSPECIFIED
 
 # --dialect values. "sglang" covers both prefixes (the prefix is always read off the page).
-CHOICES: Final = ("auto", "vllm_v1", "vllm_v0", "sglang", "sim")
+CHOICES: Final = ("auto", "vllm_v1", "vllm_v0", "sglang", "sim", "llamacpp")
 
 KIND: Final[dict[Dialect, EngineKind]] = {
     VLLM_V1: agent_pb2.ENGINE_KIND_VLLM,
@@ -46,6 +47,7 @@ KIND: Final[dict[Dialect, EngineKind]] = {
     SGLANG_COLON: agent_pb2.ENGINE_KIND_SGLANG,
     SGLANG_UNDERSCORE: agent_pb2.ENGINE_KIND_SGLANG,
     SIMULATED: agent_pb2.ENGINE_KIND_SIMULATED,
+    LLAMACPP: agent_pb2.ENGINE_KIND_LLAMACPP,
 }
 
 PROCESS_START: Final = "process_start_time_seconds"
@@ -77,6 +79,14 @@ _SGLANG_NAMES: Final = (
     "num_pages",
     "cache_config_info",
 )
+# llama.cpp's llama-server with --metrics: no KV-usage gauge, no cache-config info.
+_LLAMACPP_NAMES: Final = (
+    "requests_processing",
+    "requests_deferred",
+    "prompt_tokens",
+    "prompt_tokens_cached",
+    "tokens_predicted",
+)
 
 
 def _with_total(names: list[str]) -> frozenset[str]:
@@ -86,6 +96,7 @@ def _with_total(names: list[str]) -> frozenset[str]:
 WANTED_NAMES: Final = _with_total(
     [f"vllm:{n}" for n in _VLLM_NAMES]
     + [f"sglang{sep}{n}" for sep in ":_" for n in _SGLANG_NAMES]
+    + [f"llamacpp:{n}" for n in _LLAMACPP_NAMES]
     + [PROCESS_START]
 )
 
@@ -133,8 +144,10 @@ def detect(expo: Exposition) -> Dialect:
         return SGLANG_COLON
     if expo.has("sglang_num_running_reqs"):
         return SGLANG_UNDERSCORE
+    if expo.has("llamacpp:requests_processing"):
+        return LLAMACPP
     raise UnrecognisedMetricsError(
-        "no vLLM, SGLang or simulated-engine metrics on the page "
+        "no vLLM, SGLang, llama.cpp or simulated-engine metrics on the page "
         "(is the engine still loading, or started without metrics?)"
     )
 
@@ -149,12 +162,16 @@ def decode(expo: Exposition, choice: str = "auto") -> EngineSample:
         dialect = VLLM_V0
     elif choice == "sim":
         dialect = SIMULATED
+    elif choice == "llamacpp":
+        dialect = LLAMACPP
     elif choice == "sglang":
         dialect = SGLANG_UNDERSCORE if expo.has("sglang_num_running_reqs") else SGLANG_COLON
     else:
         raise ValueError(f"dialect must be one of {CHOICES}, got {choice!r}")
     if dialect in (SGLANG_COLON, SGLANG_UNDERSCORE):
         return _read_sglang(expo, dialect)
+    if dialect == LLAMACPP:
+        return _read_llamacpp(expo)
     return _read_vllm(expo, dialect)
 
 
@@ -221,6 +238,29 @@ def _read_sglang(expo: Exposition, dialect: Dialect) -> EngineSample:
         generation_tokens=expo.counter(f"{p}generation_tokens"),
         kv_capacity_tokens=capacity,
         block_size=block,
+        process_start=expo.sum(PROCESS_START),
+    )
+
+
+def _read_llamacpp(expo: Exposition) -> EngineSample:
+    """llama-server: processing/deferred requests; prompt tokens cached out of prompt tokens.
+
+    It exports no KV-usage gauge and no cache size (``/slots`` has per-slot state), so kv_usage
+    is 0 and the capacity unknown; its prompt-cache counters are tokens, like vLLM's.
+    """
+    p = "llamacpp:"
+    hits, queries = _counter_pair(expo, [(f"{p}prompt_tokens_cached", f"{p}prompt_tokens")])
+    return EngineSample(
+        dialect=LLAMACPP,
+        kind=KIND[LLAMACPP],
+        model=_model(expo, (f"{p}requests_processing",)),
+        running=_required(expo.sum(f"{p}requests_processing"), f"{p}requests_processing", LLAMACPP),
+        waiting=_required(expo.sum(f"{p}requests_deferred"), f"{p}requests_deferred", LLAMACPP),
+        kv_usage=0.0,
+        prefix_hits=hits,
+        prefix_queries=queries,
+        prompt_tokens=expo.counter(f"{p}prompt_tokens"),
+        generation_tokens=expo.counter(f"{p}tokens_predicted"),
         process_start=expo.sum(PROCESS_START),
     )
 

@@ -15,15 +15,17 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import grpc
 from google.protobuf.json_format import MessageToDict
 from google.protobuf.message import Message
 
 from cachectl.errors import CliError
-from cacheroute.v1 import admin_pb2_grpc
-from servekit.tls import ClientTlsConfig
+
+if TYPE_CHECKING:  # grpc is imported when a client is made: offline commands start faster
+    import grpc
+
+    from servekit.tls import ClientTlsConfig
 
 DEFAULT_TARGET = "127.0.0.1:50051"
 TARGET_ENV = "CACHEROUTE_TARGET"
@@ -104,6 +106,10 @@ class AdminClient:
         tls: ClientTlsConfig | None = None,
         token: str | None = None,
     ) -> None:
+        import grpc  # noqa: PLC0415 - see the TYPE_CHECKING import
+
+        from cacheroute.v1 import admin_pb2_grpc  # noqa: PLC0415
+
         self.address = address
         self.timeout_s = timeout_s
         self.metadata = (("authorization", f"Bearer {token}"),) if token else None
@@ -120,12 +126,16 @@ class AdminClient:
 
     def call(self, method: Callable[..., Resp], request: Message) -> Resp:
         """Call ``method(request)`` with the deadline; refusals become a CliError."""
+        import grpc  # noqa: PLC0415
+
         try:
             return method(request, timeout=self.timeout_s, metadata=self.metadata)
         except grpc.RpcError as exc:
             raise AdminError(self.describe(exc), exc.code()) from None
 
     def describe(self, exc: grpc.RpcError) -> str:
+        import grpc  # noqa: PLC0415
+
         code: grpc.StatusCode = exc.code()
         details = _one_line(exc.details() or "")
         if code is grpc.StatusCode.UNAVAILABLE and details.startswith(("redis ", "store ")):
@@ -168,6 +178,8 @@ def connect(args: argparse.Namespace) -> AdminClient:
         raise CliError("--tls-cert and --tls-key go together")
     if cert is not None and ca is None:
         raise CliError("--tls-cert needs --tls-ca")
+    from servekit.tls import ClientTlsConfig  # noqa: PLC0415 - imports grpc
+
     tls = ClientTlsConfig(ca, cert, key) if ca is not None else None
     return AdminClient(target(args), timeout_s=timeout, tls=tls, token=token(args))
 

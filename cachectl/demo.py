@@ -4,8 +4,9 @@
    two routers, eight simulated engines (one ``simengine`` process) and their agents (one
    ``agents`` process).
 2. Phase 1, Flat-LB: no plan is active, so the routers fall back to power-of-two choices on load
-   (decision reason ``no_table``). The load generator replays the workload through ``Route`` and
-   streams each request from the chosen engine; a warm-up is left out of the metrics.
+   (decision reason ``no_table``). The load generator replays the workload through the routers'
+   OpenAI-compatible HTTP fronts (round-robin; ``cachectl load --openai``): each router decides
+   in process and streams the chosen engine's answer back; a warm-up is left out of the metrics.
 3. Build a plan from the per-key rates the routers reported (``cachectl plan build``, live, via
    the PlanService), roll it out and wait until both routers ACK its generation.
 4. Empty every engine's prefix cache, so phase 2 starts as cold as phase 1 did.
@@ -31,7 +32,7 @@ from types import FrameType
 from typing import Any
 
 from cachectl.errors import CliError
-from cachectl.loadgen.client import LoadClient
+from cachectl.loadgen.openai_client import OpenAILoadClient
 from cachectl.loadgen.progress import ProgressLine
 from cachectl.loadgen.results import Summary, summarize
 from cachectl.loadgen.runner import replay
@@ -157,7 +158,7 @@ async def _phase(
     progress = None
     if not args.no_progress and ProgressLine.enabled():
         progress = ProgressLine(label, args.warmup + args.duration / 2, args.warmup)
-    async with LoadClient(cluster.router_addresses, pool=cluster.spec.pool) as client:
+    async with OpenAILoadClient(cluster.router_http_urls, pool=cluster.spec.pool) as client:
         outcomes = await replay(
             client,
             requests,
@@ -180,7 +181,8 @@ async def _run(
     cluster.start()
     ready_s = await cluster.wait_ready()
     timings["startup_s"] = time.monotonic() - started
-    _say(args, f"cluster ready in {ready_s:.1f} s: routers {', '.join(cluster.router_addresses)}, "
+    _say(args, f"cluster ready in {ready_s:.1f} s: routers {', '.join(cluster.router_addresses)} "
+               f"(HTTP fronts {', '.join(cluster.router_http_urls)}), "
                f"control plane {cluster.controlplane_address}")  # fmt: skip
     _say(args)
     _say(args, "phase 1/2: Flat-LB. No plan is active: routers use power-of-two choices.")

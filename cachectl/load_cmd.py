@@ -1,14 +1,19 @@
-"""``cachectl load``: replay a workload against a running cluster through ``Route``.
+"""``cachectl load``: replay a workload through ``Route``, or against any OpenAI-compatible server.
 
 Each request of the workload (a simulator generator by name, ``tenants``, or a trace with
-``--workload trace --trace PATH``) is routed by a router (``--router HOST:PORT``, repeatable:
-requests go round-robin over them) and then sent, streaming, to the engine the decision names.
+``--workload trace --trace PATH``) is either routed by a router (``--router HOST:PORT``,
+repeatable: requests go round-robin over them) and then sent, streaming, to the engine the
+decision names; or sent as a streamed completion to ``--openai URL`` (the router's HTTP front,
+one engine, a vLLM server), with the request's prefix structure in the prompt text and its key
+as ``prompt_cache_key`` (:mod:`cachectl.loadgen.openai_client`).
 The replay is open loop at ``--qps`` for ``--warmup`` + ``--duration`` seconds; the report covers
 the requests after the warm-up (:mod:`cachectl.loadgen.results` defines every number). A terminal
 gets a live progress line; ``--json`` prints one object.
 
-The engines must understand the simulated engine's ``cacheroute`` extension (``python -m
-simengine``), which carries each workload request's prefix blocks and token counts.
+With ``--router`` the engines must understand the simulated engine's ``cacheroute`` extension
+(``python -m simengine``), which carries each request's prefix blocks and token counts. With
+``--openai`` no extension is used: TTFT comes from the stream and the hit rate from
+``usage.prompt_tokens_details.cached_tokens`` where the server reports it (vLLM does).
 """
 
 from __future__ import annotations
@@ -21,11 +26,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import aiohttp
+
 from cachectl.errors import CliError
 from cachectl.loadgen.client import LoadClient
+from cachectl.loadgen.openai_client import OpenAILoadClient
 from cachectl.loadgen.progress import ProgressLine
 from cachectl.loadgen.results import Outcome, Summary, summarize
-from cachectl.loadgen.runner import replay
+from cachectl.loadgen.runner import Sender, replay
 from cachectl.loadgen.workloads import NAMES, WorkloadError, parse_options, resolve
 from cachectl.output import print_json, print_table
 from sim.types import SimRequest
@@ -41,13 +49,20 @@ def register(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add = parser.add_argument
-    add(
+    target = parser.add_mutually_exclusive_group(required=True)
+    target.add_argument(
         "--router",
         action="append",
-        required=True,
         metavar="HOST:PORT",
         help="router gRPC address (repeatable: requests go round-robin over the routers)",
     )
+    target.add_argument(
+        "--openai",
+        metavar="URL",
+        help="base URL of an OpenAI-compatible server (the router's HTTP front, an engine, "
+        "vLLM), e.g. http://127.0.0.1:8080",
+    )
+    add("--api-key", help="bearer token for --openai (default: none)")
     add(
         "--workload",
         default=DEFAULT_WORKLOAD,
@@ -112,15 +127,27 @@ async def run(
     progress = None
     if not args.no_progress and ProgressLine.enabled():
         progress = ProgressLine("load", args.warmup + args.duration, args.warmup)
-    async with LoadClient(
-        args.router,
-        pool=args.pool,
-        model=args.model,
-        request_timeout_s=args.request_timeout,
-        route_blocks=args.route_blocks,
-    ) as client:
+    client: OpenAILoadClient | LoadClient
+    if args.openai:
+        client = OpenAILoadClient(
+            args.openai,
+            model=args.model,
+            api_key=args.api_key,
+            pool=args.pool,
+            request_timeout_s=args.request_timeout,
+        )
+    else:
+        client = LoadClient(
+            args.router,
+            pool=args.pool,
+            model=args.model,
+            request_timeout_s=args.request_timeout,
+            route_blocks=args.route_blocks,
+        )
+    async with client:
+        sender: Sender = client
         outcomes = await replay(
-            client,
+            sender,
             requests,
             warmup_s=args.warmup,
             drain_timeout_s=args.drain_timeout,
@@ -152,7 +179,12 @@ def _counts(counts: dict[str, int]) -> str:
 
 def _load(args: argparse.Namespace) -> int:
     requests = workload_requests(args)
-    _, summary = asyncio.run(run(args, requests))
+    try:
+        _, summary = asyncio.run(run(args, requests))
+    except (aiohttp.ClientError, OSError, RuntimeError) as exc:
+        if not args.openai:
+            raise
+        raise CliError(f"--openai {args.openai}: {exc}") from None
     if args.json:
         print_json(
             {
@@ -161,7 +193,8 @@ def _load(args: argparse.Namespace) -> int:
                 "duration_s": args.duration,
                 "warmup_s": args.warmup,
                 "seed": args.seed,
-                "routers": args.router,
+                "routers": args.router or [],
+                "openai": args.openai,
                 **summary.to_dict(),
             }
         )

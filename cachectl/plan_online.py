@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import grpc
 from google.protobuf.message import DecodeError
 
 from cachectl.admin_client import (
@@ -185,13 +184,13 @@ def show(args: argparse.Namespace, version: str) -> int:
         try:
             plan = client.call(client.plans.GetPlan, request)
         except AdminError as exc:
-            if exc.code is grpc.StatusCode.NOT_FOUND:
+            if exc.code.name == "NOT_FOUND":
                 raise CliError(
                     f"{version}: no such plan file, and the control-plane at {client.address} "
                     f"has no stored version {version} in pool {args.pool or 'default'} "
                     "(`cachectl plan list` shows the stored ones)"
                 ) from None
-            if exc.code is grpc.StatusCode.UNAVAILABLE:
+            if exc.code.name == "UNAVAILABLE":
                 raise CliError(
                     f"{version}: no such plan file, and no control-plane answered at "
                     f"{client.address} to look it up as a stored version (is it running? "
@@ -299,7 +298,7 @@ def _rollout(args: argparse.Namespace) -> int:
         try:
             pointer = client.call(client.plans.Rollout, request)
         except AdminError as exc:
-            if exc.code is grpc.StatusCode.FAILED_PRECONDITION and "refused (shadow:" in str(exc):
+            if exc.code.name == "FAILED_PRECONDITION" and "refused (shadow:" in str(exc):
                 print(f"cachectl: {exc}", file=sys.stderr)
                 return 1  # the shadow gate said no: a decision, not a usage error
             raise

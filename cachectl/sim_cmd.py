@@ -31,7 +31,6 @@ from sim.calibration import single_destination_knee
 from sim.cluster import DEFAULT_SNAPSHOT_S, DEFAULT_TIMEOUT_S
 from sim.engine_model import PROFILES, EngineProfile, UnknownProfileError, get_profile
 from sim.planning import DEFAULT_PLAN_WINDOW_S, DEFAULT_SLOTS_PER_NODE, placement_of
-from sim.plot import plot
 from sim.report import key_of, study_document, summarize_policies, table_rows
 from sim.study import (
     DEFAULT_DURATION_S,
@@ -242,6 +241,8 @@ def _study(args: argparse.Namespace, policies: tuple[str, ...], title: str) -> i
         if to_stdout:
             print_json(document)
     if args.plot:
+        from sim.plot import plot  # noqa: PLC0415 - matplotlib only when a plot is asked for
+
         source = f" ({Path(args.trace).name})" if args.trace else ""
         plot(results, slos, args.plot, title=f"{title}: {args.workload}{source}")
     return 0

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import redis.asyncio as aioredis
 
 from cacheroute.v1 import cluster_pb2, table_pb2
@@ -15,6 +13,7 @@ from cacheroute_state.interfaces import (
     PlanStore,
 )
 from cacheroute_state.redis_base import blob, text, unavailable_on_redis_error
+from servekit.clock import Clock, wall_ms
 
 AUDIT_MAXLEN = schema.AUDIT_MAXLEN
 PREVIOUS_KEPT = schema.PREVIOUS_KEPT
@@ -49,13 +48,10 @@ return {{1, tonumber(ARGV[6])}}
 """
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 class RedisPlanStore(PlanStore):
-    def __init__(self, client: aioredis.Redis) -> None:
+    def __init__(self, client: aioredis.Redis, clock: Clock = wall_ms) -> None:
         self._redis = client
+        self._clock = clock
         self._put_plan = client.register_script(_PUT_PLAN)
         self._move_active = client.register_script(_MOVE_ACTIVE)
 
@@ -126,7 +122,7 @@ class RedisPlanStore(PlanStore):
         action: str,
         detail: str = "",
     ) -> cluster_pb2.ActivePointer:
-        now = _now_ms()
+        now = self._clock()
         current = await self.get_active(pool)
         generation = expected_generation + 1
         pointer = cluster_pb2.ActivePointer(

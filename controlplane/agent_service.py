@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -27,12 +26,9 @@ from controlplane.errors import ShuttingDownError
 from controlplane.nodes import Liveness
 from controlplane.report_checks import NO_RULES, InvalidReportError, ReportRules
 from controlplane.rpc import status_for
+from servekit.clock import Clock, wall_ms
 
 log = structlog.get_logger("controlplane.agents")
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class AgentServicer:
@@ -46,7 +42,9 @@ class AgentServicer:
         report_interval_ms: int,
         rules: ReportRules = NO_RULES,
         identity_of: Callable[[grpc.aio.ServicerContext[Any, Any]], str] = lambda _: "",
+        clock: Clock = wall_ms,
     ) -> None:
+        self._clock = clock
         self._stores = stores
         self._rules = rules
         self._identity_of = identity_of
@@ -88,7 +86,7 @@ class AgentServicer:
         stream_id: str,
         identity: str,
     ) -> tuple[AgentSession, agent_pb2.AgentDirective | None]:
-        now = _now_ms()
+        now = self._clock()
         if session is None:
             session = await join(
                 self._stores,
@@ -146,7 +144,7 @@ class AgentServicer:
             self._metrics.rpcs.labels("Connect", code).inc()
             if session is not None and not self._closing.is_set():
                 with contextlib.suppress(StoreError):
-                    await asyncio.shield(session.leave(_now_ms()))
+                    await asyncio.shield(session.leave(self._clock()))
                 log.info("agent left", pool=session.pool, node=session.node_id, stream=stream_id)
 
 

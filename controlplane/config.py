@@ -15,6 +15,7 @@ from pathlib import Path
 
 from cacheroute_state.embedded import DEFAULT_PORT, default_data_dir
 from controlplane.report_checks import parse_networks
+from servekit.addresses import parse_host_port
 from servekit.flags import (
     HelpFormatter,
     add_log_flags,
@@ -218,9 +219,11 @@ def parse_config(
     except ValueError as exc:
         parser.error(f"--agent-networks: {exc}")
     metrics_listen = "" if args.metrics_listen in ("", "off") else args.metrics_listen
-    host, _, port = metrics_listen.rpartition(":")
-    if metrics_listen and not (host and port.isdigit() and int(port) < 65536):
-        parser.error(f"--metrics-listen {args.metrics_listen!r}: expected HOST:PORT, '' or off")
+    try:
+        if metrics_listen:
+            parse_host_port(metrics_listen)
+    except ValueError as exc:
+        parser.error(f"--metrics-listen {args.metrics_listen!r}: {exc}, '' or off")
     return ControlPlaneConfig(
         listen=args.listen,
         redis_url=args.redis_url,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import grpc
@@ -12,16 +11,20 @@ from cacheroute_state import Stores
 from controlplane.controlplane_metrics import ControlPlaneMetrics
 from controlplane.nodes import Liveness, add_static_node, list_statuses, remove_node, set_draining
 from controlplane.rpc import actor_of, rpc
+from servekit.clock import Clock, wall_ms
 
 Context = grpc.aio.ServicerContext[Any, Any]
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 class NodeServicer(admin_pb2_grpc.NodeServiceServicer):
-    def __init__(self, stores: Stores, metrics: ControlPlaneMetrics, liveness: Liveness) -> None:
+    def __init__(
+        self,
+        stores: Stores,
+        metrics: ControlPlaneMetrics,
+        liveness: Liveness,
+        clock: Clock = wall_ms,
+    ) -> None:
+        self._clock = clock
         self._stores = stores
         self._metrics = metrics
         self._liveness = liveness
@@ -37,7 +40,7 @@ class NodeServicer(admin_pb2_grpc.NodeServiceServicer):
             address=request.address,
             weight=request.weight,
             actor=actor_of(request.actor, context),
-            now_ms=_now_ms(),
+            now_ms=self._clock(),
             liveness=self._liveness,
             replace=request.replace,
         )
@@ -51,7 +54,7 @@ class NodeServicer(admin_pb2_grpc.NodeServiceServicer):
             pool=request.pool,
             node_id=request.node_id,
             actor=actor_of(request.actor, context),
-            now_ms=_now_ms(),
+            now_ms=self._clock(),
             liveness=self._liveness,
         )
         return admin_pb2.RemoveNodeResponse(removed=removed)
@@ -60,7 +63,7 @@ class NodeServicer(admin_pb2_grpc.NodeServiceServicer):
     async def ListNodes(  # noqa: N802
         self, request: admin_pb2.ListNodesRequest, context: Context
     ) -> admin_pb2.ListNodesResponse:
-        statuses = await list_statuses(self._stores, request.pool, _now_ms(), self._liveness)
+        statuses = await list_statuses(self._stores, request.pool, self._clock(), self._liveness)
         return admin_pb2.ListNodesResponse(nodes=statuses)
 
     @rpc
@@ -73,6 +76,6 @@ class NodeServicer(admin_pb2_grpc.NodeServiceServicer):
             node_id=request.node_id,
             draining=request.draining,
             actor=actor_of(request.actor, context),
-            now_ms=_now_ms(),
+            now_ms=self._clock(),
             liveness=self._liveness,
         )

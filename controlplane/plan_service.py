@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,19 +29,16 @@ from controlplane.shadow import shadow_plan
 from controlplane.status import cluster_status
 from controlplane.verdict_gate import ShadowVerdictGate
 from dataplane.core.table_codec import decode_table
+from servekit.clock import Clock, wall_ms
 
 Context = grpc.aio.ServicerContext[Any, Any]
 DEFAULT_MOVES = 20
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 def _expected_generation(
     request: admin_pb2.RolloutRequest | admin_pb2.RollbackRequest | admin_pb2.DisablePlanRequest,
 ) -> int | None:
-    """The generation the caller saw, None when it named none (rollout and rollback alike)."""
+    """The generation the caller saw, None when it named none (rollout, rollback, disable)."""
     return request.expected_generation if request.HasField("expected_generation") else None
 
 
@@ -55,9 +51,11 @@ class PlanServicer(admin_pb2_grpc.PlanServiceServicer):
         defaults: PlanDefaults,
         liveness: Liveness,
         instance_id: str,
+        clock: Clock = wall_ms,
         gates: Sequence[RolloutGate] | None = None,
         store: str = "",
     ) -> None:
+        self._clock = clock
         self._stores = stores
         self._metrics = metrics
         self._defaults = defaults
@@ -88,7 +86,7 @@ class PlanServicer(admin_pb2_grpc.PlanServiceServicer):
             liveness=self._liveness,
             metrics=self._metrics,
             trigger="rpc",
-            now_ms=_now_ms(),
+            now_ms=self._clock(),
         )
 
     @rpc
@@ -101,7 +99,7 @@ class PlanServicer(admin_pb2_grpc.PlanServiceServicer):
             request.table,
             actor=actor,
             note=request.note,
-            now_ms=_now_ms(),
+            now_ms=self._clock(),
             liveness=self._liveness,
         )
 
@@ -121,7 +119,7 @@ class PlanServicer(admin_pb2_grpc.PlanServiceServicer):
             request.version,
             top_keys=request.top_keys,
             include_table=request.include_table,
-            now_ms=_now_ms(),
+            now_ms=self._clock(),
             liveness=self._liveness,
         )
 
@@ -140,7 +138,7 @@ class PlanServicer(admin_pb2_grpc.PlanServiceServicer):
         self, request: admin_pb2.ShadowPlanRequest, context: Context
     ) -> table_pb2.ShadowVerdict:
         actor = actor_of(request.actor, context)
-        return await shadow_plan(self._stores, request, actor=actor, now_ms=_now_ms())
+        return await shadow_plan(self._stores, request, actor=actor, now_ms=self._clock())
 
     @rpc
     async def Rollout(  # noqa: N802
@@ -155,7 +153,7 @@ class PlanServicer(admin_pb2_grpc.PlanServiceServicer):
             reason=request.reason,
             force=request.force,
             gates=self.gates,
-            now_ms=_now_ms(),
+            now_ms=self._clock(),
         )
 
     @rpc
@@ -190,7 +188,7 @@ class PlanServicer(admin_pb2_grpc.PlanServiceServicer):
         return await cluster_status(
             self._stores,
             request.pool,
-            now_ms=_now_ms(),
+            now_ms=self._clock(),
             liveness=self._liveness,
             instance_id=self._instance_id,
             store=self._store,

@@ -44,6 +44,8 @@ from controlplane.node_service import NodeServicer
 from controlplane.nodes import Liveness
 from controlplane.plan_service import PlanServicer
 from controlplane.report_checks import ReportRules, parse_networks
+from servekit.addresses import parse_host_port
+from servekit.clock import Clock, wall_ms
 from servekit.grpc_server import GrpcServer
 from servekit.metrics_endpoint import MetricsEndpoint
 
@@ -58,10 +60,6 @@ SERVICE_NAMES = tuple(
         (agent_pb2.DESCRIPTOR, "AgentService"),
     )
 )
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 async def _cancel_all(tasks: list[asyncio.Task[None]]) -> None:
@@ -85,8 +83,9 @@ async def _cancel_all(tasks: list[asyncio.Task[None]]) -> None:
 class ControlPlane:
     """One instance. ``await start()``, then ``address`` is the bound gRPC address."""
 
-    def __init__(self, config: ControlPlaneConfig) -> None:
+    def __init__(self, config: ControlPlaneConfig, *, clock: Clock = wall_ms) -> None:
         self.config = config
+        self.clock = clock  # stamps reports, plans, pointer moves and snapshots
         self.instance_id = config.resolved_instance_id()
         self.metrics = ControlPlaneMetrics()
         self.liveness = Liveness(config.node_timeout_intervals, config.report_interval_ms)
@@ -152,6 +151,7 @@ class ControlPlane:
             report_interval_ms=cfg.report_interval_ms,
             rules=ReportRules(parse_networks(cfg.agent_networks)),
             identity_of=lambda _context: caller_name(),
+            clock=self.clock,
         )
         add_agent_service(self._agents, self.grpc.server)
         admin_pb2_grpc.add_PlanServiceServicer_to_server(
@@ -161,16 +161,17 @@ class ControlPlane:
                 defaults=self.defaults,
                 liveness=self.liveness,
                 instance_id=self.instance_id,
+                clock=self.clock,
                 store=self.store_description(),
             ),
             self.grpc.server,
         )
         admin_pb2_grpc.add_NodeServiceServicer_to_server(
-            NodeServicer(stores, self.metrics, self.liveness), self.grpc.server
+            NodeServicer(stores, self.metrics, self.liveness, self.clock), self.grpc.server
         )
         if cfg.metrics_listen:
-            host, _, port = cfg.metrics_listen.rpartition(":")
-            self.metrics_endpoint = MetricsEndpoint(self.metrics.registry, host, int(port))
+            host, port = parse_host_port(cfg.metrics_listen)
+            self.metrics_endpoint = MetricsEndpoint(self.metrics.registry, host, port)
         await self.grpc.start()
         self._start_loops()
         if self.embedded is not None:
@@ -227,7 +228,7 @@ class ControlPlane:
         tracker = RateTracker(stores, self.metrics, cfg.rate_half_life_s, cfg.rate_max_keys)
         self._tasks.append(asyncio.create_task(self.leader.run(), name="leader"))
         self._spawn(
-            "loads", cfg.load_publish_interval_s, lambda t: publisher.publish_all(t, _now_ms())
+            "loads", cfg.load_publish_interval_s, lambda t: publisher.publish_all(t, self.clock())
         )
         self._spawn("rates", cfg.rate_update_interval_s, tracker.update)
         if cfg.plan_interval_s > 0:
@@ -271,7 +272,7 @@ class ControlPlane:
                     liveness=self.liveness,
                     metrics=self.metrics,
                     trigger="interval",
-                    now_ms=_now_ms(),
+                    now_ms=self.clock(),
                 )
             except PreconditionError as exc:
                 log.debug("periodic plan skipped", pool=pool, reason=str(exc))

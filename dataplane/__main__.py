@@ -14,7 +14,9 @@ from collections.abc import Sequence
 
 import structlog
 
+from dataplane.core.names import InvalidNameError, validate_pool
 from dataplane.core.policies import POLICIES
+from dataplane.http_front.app import FrontConfig
 from dataplane.server import RouterConfig, RouterServer, default_router_id
 from servekit.flags import HelpFormatter, add_log_flags, add_server_tls_flags, server_tls
 from servekit.grpc_server import run_until_signal
@@ -22,6 +24,7 @@ from servekit.logging import configure_logging
 from servekit.settings import SettingsError, add_config_flag, document_env, parse_settings
 
 DEFAULTS = RouterConfig(router_id="")
+FRONT = FrontConfig()
 # The serving thread waits at most this long for the GIL when a worker thread (a table decode, a
 # metrics scrape) runs Python code; CPython's default of 5 ms would show in Route's p99.
 GIL_SWITCH_INTERVAL_S = 0.0005
@@ -137,6 +140,42 @@ def build_parser() -> argparse.ArgumentParser:
         default=d.metrics_listen,
         help="Prometheus /metrics HOST:PORT (port 0: any, logged); 'off' disables it",
     )
+    add(
+        "--http-listen",
+        default=None,
+        help="serve the OpenAI-compatible HTTP front on HOST:PORT (port 0: any, logged); off "
+        "when not given",
+    )
+    add(
+        "--http-max-body",
+        type=int,
+        default=FRONT.max_body_bytes,
+        help="largest request body the front accepts, bytes (larger: 413)",
+    )
+    add(
+        "--http-first-byte-timeout",
+        type=float,
+        default=FRONT.first_byte_timeout_s,
+        help="seconds an engine may take to start answering before the front retries elsewhere",
+    )
+    add(
+        "--http-connect-timeout",
+        type=float,
+        default=FRONT.connect_timeout_s,
+        help="seconds to connect to an engine",
+    )
+    add(
+        "--http-key-from-user",
+        action="store_true",
+        help="route by the body's 'user' field when there is no key header or prompt_cache_key",
+    )
+    add(
+        "--http-model-pool",
+        action="append",
+        default=[],
+        metavar="MODEL=POOL",
+        help="requests for MODEL go to POOL without an x-cacheroute-pool header (repeatable)",
+    )
     add_server_tls_flags(parser)
     add_log_flags(parser)
     document_env(parser)
@@ -161,6 +200,7 @@ def config_from(args: argparse.Namespace) -> RouterConfig:
     if args.top_keys < 1 or args.sample_buffer < 0:
         raise SettingsError("--top-keys must be >= 1 and --sample-buffer >= 0")
     return RouterConfig(
+        http=front_config(args),
         listen=args.listen,
         redis_url=args.redis_url,
         router_id=args.router_id or default_router_id(),
@@ -183,6 +223,37 @@ def config_from(args: argparse.Namespace) -> RouterConfig:
         decode_nice=args.decode_nice,
         metrics_listen=None if args.metrics_listen in ("off", "") else args.metrics_listen,
         tls=tls,
+    )
+
+
+def front_config(args: argparse.Namespace) -> FrontConfig | None:
+    """The HTTP front's options, or None when ``--http-listen`` is not given."""
+    if not args.http_listen or args.http_listen == "off":
+        return None
+    if (
+        args.http_max_body < 1
+        or args.http_first_byte_timeout <= 0
+        or args.http_connect_timeout <= 0
+    ):
+        raise SettingsError("--http-max-body and the --http-*-timeout options must be > 0")
+    pools: dict[str, str] = {}
+    for item in args.http_model_pool:
+        model, sep, pool = item.partition("=")
+        if not sep or not model:
+            raise SettingsError(f"--http-model-pool {item!r}: expected MODEL=POOL")
+        try:
+            pools[model] = validate_pool(pool)
+        except InvalidNameError as exc:
+            raise SettingsError(f"--http-model-pool {item!r}: {exc}") from None
+    return FrontConfig(
+        listen=args.http_listen,
+        max_body_bytes=args.http_max_body,
+        connect_timeout_s=args.http_connect_timeout,
+        first_byte_timeout_s=args.http_first_byte_timeout,
+        key_from_user=args.http_key_from_user,
+        model_pools=pools,
+        seed=args.seed,
+        shutdown_timeout_s=args.grace,
     )
 
 

@@ -23,7 +23,7 @@ from cacheroute_state.interfaces import StoreUnavailableError, TelemetryStore
 from dataplane.core.route_input import RouteInput
 
 if TYPE_CHECKING:
-    from dataplane.core.router import Outcome
+    from dataplane.core.router import RouteOutcome
 
 log = structlog.get_logger("dataplane.sampler")
 
@@ -75,7 +75,7 @@ class Sampler:
         self._skip -= 1
         return self._skip < 0
 
-    def add(self, inp: RouteInput, outcome: Outcome, now: float) -> None:
+    def add(self, inp: RouteInput, outcome: RouteOutcome, now: float) -> None:
         self._skip = self._gap()
         if len(self._buffer) >= self.capacity:
             self._on_dropped(1)

@@ -17,6 +17,9 @@ Loops (all on the server's event loop; none of them is on a decision's path):
 * load watcher (every ``load_interval_s``, 1 s, besides the pushed snapshots).
 * traffic reports (``report_interval_s``, 5 s) and trace samples (``sample_interval_s``, 1 s).
 
+With ``http`` set, the OpenAI-compatible front (:mod:`dataplane.http_front`) serves on the same
+event loop and decides with the same router; it starts after gRPC and stops before it.
+
 Stop: health NOT_SERVING, ``server.stop(grace)``, cancel the loops, a last flush of reports and
 samples (bounded by a short timeout), close Redis and the metrics endpoint.
 """
@@ -37,12 +40,15 @@ from cacheroute_state import Stores, open_stores
 from cacheroute_state.interfaces import StoreUnavailableError
 from cacheroute_state.urls import redacted
 from dataplane.core.router import Router
+from dataplane.holds import Holds, InFlightCollector
+from dataplane.http_front.app import FrontConfig, HttpFront
 from dataplane.load_watcher import LoadWatcher
 from dataplane.router_metrics import RouterMetrics
 from dataplane.sampler import Sampler, SampleReporter
 from dataplane.servicer import RouterServicer, add_to_server
 from dataplane.table_watcher import TableWatcher
 from dataplane.traffic import TrafficReporter
+from servekit.addresses import parse_host_port
 from servekit.grpc_server import GrpcServer
 from servekit.metrics_endpoint import MetricsEndpoint
 from servekit.tls import TlsConfig
@@ -97,6 +103,7 @@ class RouterConfig:
     decode_nice: int = 10
     metrics_listen: str | None = "127.0.0.1:0"
     tls: TlsConfig | None = None
+    http: FrontConfig | None = None  # the OpenAI-compatible front; None: off
 
 
 class RouterServer:
@@ -123,6 +130,11 @@ class RouterServer:
             load_max_age_s=config.load_max_age_s,
         )
         self.metrics.watch(self.router)
+        self.holds = Holds(self.router)
+        self.metrics.registry.register(InFlightCollector(self.holds))
+        self.http: HttpFront | None = None
+        if config.http is not None:
+            self.http = HttpFront(self.router, self.holds, config.http, self.metrics.registry)
         self.stores: Stores = open_stores(config.redis_url)
         self.grpc = GrpcServer(
             config.listen,
@@ -130,7 +142,8 @@ class RouterServer:
             tls=config.tls,
             max_message_bytes=config.max_message_bytes,
         )
-        add_to_server(RouterServicer(self.router, self.metrics, config.policy), self.grpc.server)
+        servicer = RouterServicer(self.router, self.metrics, config.policy, self.holds)
+        add_to_server(servicer, self.grpc.server)
         self.address = self.grpc.address
         self.tables = TableWatcher(
             self.router,
@@ -180,12 +193,14 @@ class RouterServer:
     async def start(self) -> None:
         await self.initial_sync()
         if self.config.metrics_listen is not None:
-            host, _, port = self.config.metrics_listen.rpartition(":")
-            self.metrics_endpoint = MetricsEndpoint(self.metrics.registry, host, int(port))
+            host, port = parse_host_port(self.config.metrics_listen)
+            self.metrics_endpoint = MetricsEndpoint(self.metrics.registry, host, port)
         synced = self.synced
         if not synced:
             self.router.not_synced = self._not_synced_text()
         await self.grpc.start(serving=synced)
+        if self.http is not None:
+            await self.http.start()
         loops: dict[str, Callable[[], Awaitable[None]]] = {
             "hints": self._hint_loop,
             "tables": self.tables.run,
@@ -203,6 +218,7 @@ class RouterServer:
             router_id=self.config.router_id,
             policy=self.config.policy,
             metrics_port=self.metrics_endpoint.port if self.metrics_endpoint else None,
+            http_port=self.http.port if self.http else None,
             pools=sorted(self.router.pools),
             health="SERVING" if synced else "NOT_SERVING",
         )
@@ -246,6 +262,8 @@ class RouterServer:
             )
 
     async def stop(self) -> None:
+        if self.http is not None:
+            await self.http.stop()
         await self.grpc.stop(self.config.grace_s)
         for task in self._tasks:
             task.cancel()

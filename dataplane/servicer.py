@@ -12,6 +12,9 @@ batch leaves no in-flight correction behind; the message names the first bad ind
 Requests arrive as bytes and are parsed here, not by gRPC's deserializer: malformed bytes are
 INVALID_ARGUMENT with one JSON log line ("malformed request"), where a failing deserializer made
 gRPC answer UNKNOWN and log a traceback per call.
+
+``hold_until_release`` (with a ``request_id``) holds the decision's load until ``Release`` names
+the id (:mod:`dataplane.holds`); without an id it is INVALID_ARGUMENT, checked before routing.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from cacheroute.v1 import routing_pb2
 from dataplane.core.decision_encoding import DecisionEncoder, batch_response, passthrough
 from dataplane.core.route_input import InvalidRequestError, parse_batch, parse_request
 from dataplane.core.router import NoDestinationError, RouteError, Router, UnknownPoolError
+from dataplane.holds import Holds
 from dataplane.router_metrics import RouterMetrics
 
 MAX_BATCH = 1000
@@ -61,10 +65,13 @@ class RouterServicer:
     clients see the plain ``RouterService`` of routing.proto.
     """
 
-    def __init__(self, router: Router, metrics: RouterMetrics, policy: str) -> None:
+    def __init__(
+        self, router: Router, metrics: RouterMetrics, policy: str, holds: Holds | None = None
+    ) -> None:
         self._router = router
         self._metrics = metrics
         self._encoder = DecisionEncoder(policy)
+        self._holds = holds if holds is not None else Holds(router)
 
     async def Route(  # noqa: N802 - the gRPC method name
         self, data: bytes, context: _Context
@@ -75,9 +82,15 @@ class RouterServicer:
             except DecodeError as exc:
                 raise self._malformed("Route", data, exc) from None
             inp = parse_request(request)
-            outcome = self._router.route(inp, time.time())
+            if request.hold_until_release:
+                _check_holdable(request)
+            now = time.time()
+            outcome = self._router.route(inp, now)
         except (InvalidRequestError, MalformedRequestError, RouteError) as exc:
             await self._abort(context, exc)
+        if request.hold_until_release:
+            holds = self._holds
+            holds.name(inp.request_id, holds.take(inp, outcome, now), now)
         return self._encoder.encode_outcome(outcome, inp.key_hash, inp.key, inp.request_id)
 
     async def RouteBatch(  # noqa: N802 - the gRPC method name
@@ -89,7 +102,18 @@ class RouterServicer:
             except DecodeError as exc:
                 raise self._malformed("RouteBatch", data, exc) from None
             inputs = parse_batch(request.requests, MAX_BATCH)
-            outcomes = self._router.route_batch(inputs, time.time())
+            held = [i for i, inp in enumerate(inputs) if inp.message.hold_until_release]
+            for index in held:
+                try:
+                    _check_holdable(inputs[index].message)
+                except InvalidRequestError as exc:
+                    raise InvalidRequestError(f"requests[{index}]: {exc}") from None
+            now = time.time()
+            outcomes = self._router.route_batch(inputs, now)
+            holds = self._holds
+            for index in held:
+                inp = inputs[index]
+                holds.name(inp.request_id, holds.take(inp, outcomes[index], now), now)
         except (InvalidRequestError, MalformedRequestError, RouteError) as exc:
             await self._abort(context, exc)
         encode = self._encoder.encode_outcome
@@ -103,10 +127,22 @@ class RouterServicer:
         log.info("malformed request", method=method, size=len(data), error=str(exc)[:80])
         return MalformedRequestError(f"malformed {method} request ({len(data)} bytes): {exc}")
 
+    async def Release(  # noqa: N802 - the gRPC method name
+        self, request: routing_pb2.ReleaseRequest, context: _Context
+    ) -> routing_pb2.ReleaseResponse:
+        if not request.request_id:
+            await self._abort(context, InvalidRequestError("request_id is empty"))
+        return routing_pb2.ReleaseResponse(released=self._holds.release_named(request.request_id))
+
     async def _abort(self, context: _Context, exc: Exception) -> NoReturn:
         code = _status(exc)
         self._metrics.route_error(code.name)
         await context.abort(code, str(exc))
+
+
+def _check_holdable(request: routing_pb2.RouteRequest) -> None:
+    if not request.request_id:
+        raise InvalidRequestError("hold_until_release needs a request_id to Release it by")
 
 
 def add_to_server(servicer: RouterServicer, server: grpc.aio.Server) -> None:
@@ -121,6 +157,11 @@ def add_to_server(servicer: RouterServicer, server: grpc.aio.Server) -> None:
             servicer.RouteBatch,
             request_deserializer=_identity,
             response_serializer=passthrough,
+        ),
+        "Release": grpc.unary_unary_rpc_method_handler(
+            servicer.Release,
+            request_deserializer=routing_pb2.ReleaseRequest.FromString,
+            response_serializer=routing_pb2.ReleaseResponse.SerializeToString,
         ),
     }
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))

@@ -17,86 +17,64 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import re
 import sys
 from collections.abc import Sequence
 
 import structlog
 
-from servekit.flags import (
-    HelpFormatter,
-    RepeatedFlag,
-    add_log_flags,
-    non_negative_float,
-    positive_float,
-    positive_int,
-)
+from servekit.flags import add_version_flag, non_negative_float, positive_float, positive_int
 from servekit.grpc_server import wait_for_signal
-from servekit.logging import configure_logging
-from servekit.settings import SettingsError, add_config_flag, document_env, parse_settings
+from servekit.logging import LEVELS, configure_logging
+from servekit.options import Option, OptionSet, list_option
+from servekit.settings import SettingsError
 from sim.engine_model import DEFAULT_PROFILE, PROFILES, get_profile
 from simengine.server import EngineOptions, EngineServer, split_listen
 
 log = structlog.get_logger("simengine")
 
+LISTEN = list_option(
+    "listen",
+    "one engine on this address (repeatable; port 0: any free port, logged)",
+    split_listen,
+    metavar="HOST:PORT",
+)
+PROFILE = Option(
+    "profile", DEFAULT_PROFILE, str,
+    "engine cost and capacity profile (sim/engine_model.py)", choices=tuple(sorted(PROFILES)),
+)  # fmt: skip
+SPEEDUP = Option("speedup", 1.0, positive_float, "simulated seconds per wall second (1: real time)")
+KV_BLOCKS: Option[int | None] = Option(
+    "kv_blocks", None, positive_int, "override the profile's KV blocks"
+)
+MODEL = Option("model", "", str, "served model name (empty: the profile's name)")
+STREAM_INTERVAL = Option(
+    "stream_interval", 0.0, non_negative_float,
+    "wall seconds between streamed chunks of a request (0: one per decode step)",
+)  # fmt: skip
+LOG_FORMAT = Option("log_format", "json", str, "log line format", choices=("json", "console"))
+LOG_LEVEL = Option("log_level", "info", str, "lowest level logged", choices=tuple(LEVELS))
+OPTIONS = OptionSet(
+    LISTEN, PROFILE, SPEEDUP, KV_BLOCKS, MODEL, STREAM_INTERVAL, LOG_FORMAT, LOG_LEVEL
+)
+
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    parser = OPTIONS.parser(
         prog="python -m simengine",
         description="Simulated LLM engines: OpenAI-compatible HTTP, vLLM v1 metrics.",
         epilog=__doc__.split("\n\n", 1)[1] if __doc__ else None,
-        formatter_class=HelpFormatter,
+        # The declarations put each default in the help text themselves.
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add_config_flag(p)
-    p.add_argument(
-        "--listen",
-        action=RepeatedFlag,
-        default=[],
-        metavar="HOST:PORT",
-        help="one engine on this address (repeatable; port 0: any free port, logged)",
-    )
-    p.add_argument(
-        "--profile",
-        default=DEFAULT_PROFILE,
-        choices=sorted(PROFILES),
-        help=f"engine cost and capacity profile (sim/engine_model.py; default {DEFAULT_PROFILE})",
-    )
-    p.add_argument(
-        "--speedup",
-        type=positive_float,
-        default=1.0,
-        help="simulated seconds per wall second (1: real time)",
-    )
-    p.add_argument(
-        "--kv-blocks", type=positive_int, default=None, help="override the profile's KV blocks"
-    )
-    p.add_argument("--model", default="", help="served model name (default: the profile's name)")
-    p.add_argument(
-        "--stream-interval",
-        type=non_negative_float,
-        default=0.0,
-        help="wall seconds between streamed chunks of a request (0: one per decode step)",
-    )
-    add_log_flags(p)
-    document_env(p)
-    return p
+    add_version_flag(parser)
+    return parser
 
 
 def listen_addresses(value: object) -> list[str]:
     """--listen values from flags (a list), env (a string) or a config file (a string or list)."""
-    if isinstance(value, str):
-        items = [x for x in re.split(r"[\s;]+", value) if x]
-    elif isinstance(value, list):
-        items = [str(x) for x in value]
-    else:
-        raise SettingsError(f"listen: expected HOST:PORT values, got {value!r}")
+    items = LISTEN.convert(value, "listen")
     if not items:
         raise SettingsError("give at least one --listen HOST:PORT")
-    for item in items:
-        try:
-            split_listen(item)
-        except ValueError as exc:
-            raise SettingsError(str(exc)) from None
     return items
 
 
@@ -128,18 +106,20 @@ async def serve(listen: Sequence[str], options: EngineOptions) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
-        args = parse_settings(parser, argv)
-        listen = listen_addresses(args.listen)
+        args = OPTIONS.parse(parser, argv)
+        listen = listen_addresses(LISTEN.value(args))
     except SettingsError as exc:
         parser.error(str(exc))
-    profile = get_profile(args.profile).with_overrides(kv_blocks=args.kv_blocks)
+    profile = get_profile(PROFILE.value(args)).with_overrides(kv_blocks=KV_BLOCKS.value(args))
     options = EngineOptions(
         profile=profile,
-        model=args.model or profile.name,
-        speedup=args.speedup,
-        stream_interval_s=args.stream_interval,
+        model=MODEL.value(args) or profile.name,
+        speedup=SPEEDUP.value(args),
+        stream_interval_s=STREAM_INTERVAL.value(args),
     )
-    configure_logging("simengine", json=args.log_format == "json", level=args.log_level)
+    configure_logging(
+        "simengine", json=LOG_FORMAT.value(args) == "json", level=LOG_LEVEL.value(args)
+    )
     return asyncio.run(serve(listen, options))
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
+from servekit.addresses import parse_host_port
 from sim.engine_model import EngineProfile
 from simengine.api import EngineApi
 from simengine.realtime_engine import SimEngine
@@ -30,10 +31,10 @@ class EngineOptions:
 
 def split_listen(listen: str) -> tuple[str, int]:
     """``HOST:PORT`` → (host, port); raises ValueError naming the value."""
-    host, sep, port = listen.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValueError(f"--listen {listen!r}: expected HOST:PORT with a port in 0-65535")
-    return host.strip("[]"), int(port)
+    try:
+        return parse_host_port(listen)
+    except ValueError as exc:
+        raise ValueError(f"--listen {listen!r}: {exc}") from None
 
 
 class EngineServer:

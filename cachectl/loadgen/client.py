@@ -145,35 +145,37 @@ class LoadClient:
                     outcome.error = f"engine:http-{response.status}"
                     await response.read()
                     return
-                await self._read_stream(response, outcome)
+                await read_stream(response, outcome)
         except TimeoutError:
             outcome.error = "timeout"
         except (aiohttp.ClientError, OSError) as exc:
             outcome.error = engine_error(exc)
 
-    async def _read_stream(self, response: aiohttp.ClientResponse, outcome: Outcome) -> None:
-        async for raw in response.content:
-            if not raw.startswith(b"data: "):
-                continue
-            payload = raw[6:].strip()
-            if payload == b"[DONE]":
-                break
-            chunk = json.loads(payload)
-            if "error" in chunk:
-                outcome.error = "engine:stream-error"
-                return
-            if outcome.first_token < 0:
-                for choice in chunk.get("choices") or ():
-                    if choice.get("text") or (choice.get("delta") or {}).get("content"):
-                        outcome.first_token = time.monotonic()
-                        break
-            usage = chunk.get("usage")
-            if usage:
-                outcome.prompt_tokens = int(usage.get("prompt_tokens", 0))
-                outcome.output_tokens = int(usage.get("completion_tokens", 0))
-                details = usage.get("prompt_tokens_details") or {}
-                outcome.cached_tokens = int(details.get("cached_tokens") or 0)
-        if outcome.first_token < 0:
-            outcome.error = "engine:no-tokens"
+
+async def read_stream(response: aiohttp.ClientResponse, outcome: Outcome) -> None:
+    """Read an OpenAI SSE stream into ``outcome``: first-token time, usage, finish or error."""
+    async for raw in response.content:
+        if not raw.startswith(b"data: "):
+            continue
+        payload = raw[6:].strip()
+        if payload == b"[DONE]":
+            break
+        chunk = json.loads(payload)
+        if "error" in chunk:
+            outcome.error = "engine:stream-error"
             return
-        outcome.finished = time.monotonic()
+        if outcome.first_token < 0:
+            for choice in chunk.get("choices") or ():
+                if choice.get("text") or (choice.get("delta") or {}).get("content"):
+                    outcome.first_token = time.monotonic()
+                    break
+        usage = chunk.get("usage")
+        if usage:
+            outcome.prompt_tokens = int(usage.get("prompt_tokens", 0))
+            outcome.output_tokens = int(usage.get("completion_tokens", 0))
+            details = usage.get("prompt_tokens_details") or {}
+            outcome.cached_tokens = int(details.get("cached_tokens") or 0)
+    if outcome.first_token < 0:
+        outcome.error = "engine:no-tokens"
+        return
+    outcome.finished = time.monotonic()

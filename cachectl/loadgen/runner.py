@@ -14,18 +14,25 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Sequence
+from typing import Protocol
 
-from cachectl.loadgen.client import LoadClient
 from cachectl.loadgen.progress import ProgressLine
 from cachectl.loadgen.results import Outcome
 from sim.types import SimRequest
+
+
+class Sender(Protocol):
+    """Sends one request and fills its outcome (``LoadClient``, ``OpenAILoadClient``)."""
+
+    async def run(self, request: SimRequest, outcome: Outcome) -> None: ...
+
 
 PROGRESS_INTERVAL_S = 0.5
 START_LEAD_S = 0.05
 
 
 async def replay(
-    client: LoadClient,
+    client: Sender,
     requests: Sequence[SimRequest],
     *,
     warmup_s: float = 0.0,

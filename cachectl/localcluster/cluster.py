@@ -106,6 +106,7 @@ class LocalCluster:
         self.agents: ManagedProcess | None = None
         self.controlplane_address = ""
         self.router_addresses: list[str] = []
+        self.router_http_urls: list[str] = []  # each router's OpenAI-compatible front
         self.router_ids: list[str] = []
         self.engine_addresses: dict[str, str] = {}  # node id -> host:port
         self._stopped = False
@@ -179,6 +180,7 @@ class LocalCluster:
                     "--report-interval", str(spec.router_report_interval_s),
                     "--table-interval", str(spec.router_table_interval_s),
                     "--metrics-listen", f"{HOST}:0",
+                    "--http-listen", f"{HOST}:0",
                     "--grace", "1",
                     *log,
                 ),
@@ -202,6 +204,11 @@ class LocalCluster:
             (await self._logged(proc, ROUTER_SERVING, "address", 1, deadline))[0]
             for proc in self.routers
         ]
+        ports = [
+            (await self._logged(proc, ROUTER_SERVING, "http_port", 1, deadline))[0]
+            for proc in self.routers
+        ]
+        self.router_http_urls = [f"http://{HOST}:{port}" for port in ports]
 
     async def _logged(
         self, proc: ManagedProcess, event: str, field: str, count: int, deadline: float

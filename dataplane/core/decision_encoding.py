@@ -96,7 +96,7 @@ class DecisionEncoder:
         request_id: str,
     ) -> bytes:
         """:meth:`encode` of an outcome ``(node_id, address, reason, version, generation)`` as
-        one tuple (the router's ``Outcome``): the tuple is the cache key as it comes."""
+        one tuple (the router's ``RouteOutcome``): the tuple is the cache key as it comes."""
         prefix = self._prefixes.get(outcome)
         if prefix is None:
             prefix = self._prefix(outcome)

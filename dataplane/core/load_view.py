@@ -12,6 +12,13 @@ the health signal itself (a control-plane failover, agents reconnecting) must de
 not black it out. ``reported_healthy`` keeps what the snapshot said. Off (0) unless set: the
 live router sets :data:`DEFAULT_PANIC_THRESHOLD`.
 
+Completion-aware load: a decision the caller promises to release (:meth:`LoadView.hold_last`,
+used by the HTTP front and by ``Route`` with ``hold_until_release``) does not decay; it counts
+until :meth:`LoadView.release`. Between snapshots a node's load is then snapshot + dispatched −
+released: a held request dispatched after the snapshot adds one until released; a release of a
+request the snapshot still counts (dispatched before it) subtracts one until a snapshot observed
+after the release arrives (or the horizon passes, like a decision's correction).
+
 The same class serves the live router (wall-clock seconds) and the simulator (simulated seconds):
 every time argument is in the caller's clock.
 """
@@ -149,6 +156,9 @@ class LoadView:
         self._pending: deque[tuple[float, int]] = deque()
         self._horizon = correction_horizon_s
         self._max_pending = max_pending
+        self._held: dict[int, tuple[float, int]] = {}  # token → (dispatched at, node)
+        self._releases: deque[tuple[float, int]] = deque()  # releases a snapshot still counts
+        self._next_token = 0
         if table is not None:
             self.set_table(table)
 
@@ -161,6 +171,10 @@ class LoadView:
         """Decisions for ``node`` still counted as correction."""
         return sum(1 for _, n in self._pending if n == node)
 
+    def held(self, node: int) -> int:
+        """Held (completion-aware) requests dispatched to ``node`` and not released yet."""
+        return sum(1 for _, n in self._held.values() if n == node)
+
     # -- what routers and the simulator write -------------------------------------------------
 
     def record(self, node: int, now: float) -> None:
@@ -168,8 +182,51 @@ class LoadView:
         self.loads[node] += 1.0
         pending = self._pending
         pending.append((now, node))
-        if pending[0][0] < now - self._horizon or len(pending) > self._max_pending:
-            self._expire(now - self._horizon)
+        cutoff = now - self._horizon
+        releases = self._releases
+        if (
+            pending[0][0] < cutoff
+            or len(pending) > self._max_pending
+            or (releases and releases[0][0] < cutoff)
+        ):
+            self._expire(cutoff)
+
+    def hold_last(self, node: int, now: float) -> int:
+        """Turn a decision recorded for ``node`` at ``now`` into a held one; returns its token.
+
+        The decision stops decaying: it counts until :meth:`release` (or a snapshot covers it).
+        """
+        pending = self._pending
+        entry = (now, node)
+        if pending and pending[-1] == entry:
+            pending.pop()
+        else:  # a batch: search back for it; or it expired already (max_pending): count it again
+            for back in range(len(pending) - 1, -1, -1):
+                if pending[back] == entry:
+                    del pending[back]
+                    break
+                if pending[back][0] < now:
+                    self.loads[node] += 1.0
+                    break
+            else:
+                self.loads[node] += 1.0
+        self._next_token += 1
+        self._held[self._next_token] = (now, node)
+        return self._next_token
+
+    def release(self, token: int, now: float) -> bool:
+        """The held request ended at ``now``; False when the token is unknown (released twice)."""
+        entry = self._held.pop(token, None)
+        if entry is None:
+            return False
+        dispatched_at, node = entry
+        self.loads[node] -= 1.0
+        if dispatched_at <= self.snapshot_observed_at:
+            releases = self._releases
+            releases.append((now, node))  # the snapshot still counts it as running
+            if releases[0][0] < now - self._horizon:
+                self._expire(now - self._horizon)
+        return True
 
     def apply_snapshot(
         self,
@@ -189,6 +246,9 @@ class LoadView:
         pending = self._pending
         while pending and pending[0][0] <= observed_at:
             pending.popleft()  # the snapshot already counts these decisions
+        releases = self._releases
+        while releases and releases[0][0] <= observed_at:
+            releases.popleft()  # the snapshot no longer counts these requests
         self._recompute_loads()
         if healthy is not None or draining is not None:
             self.set_states(healthy=healthy, draining=draining)
@@ -213,8 +273,11 @@ class LoadView:
     def forget_loads(self, nodes: Sequence[int] | None = None) -> None:
         """Treat the snapshot loads of ``nodes`` (all: None) as unknown: only this router's own
         in-flight decisions count for them (their data is too old to trust)."""
-        for node in range(len(self.nodes)) if nodes is None else nodes:
+        forgotten = set(range(len(self.nodes)) if nodes is None else nodes)
+        for node in forgotten:
             self._base[node] = 0.0
+        # releases corrected the forgotten snapshot counts; without those counts they go too
+        self._releases = deque(r for r in self._releases if r[1] not in forgotten)
         self._recompute_loads()
 
     def set_table(self, table: RoutingTable | None) -> None:
@@ -229,9 +292,19 @@ class LoadView:
         while pending and (pending[0][0] <= cutoff or len(pending) > self._max_pending):
             _, node = pending.popleft()
             loads[node] -= 1.0
+        releases = self._releases
+        while releases and releases[0][0] <= cutoff:
+            _, node = releases.popleft()
+            loads[node] += 1.0
 
     def _recompute_loads(self) -> None:
         loads = list(self._base)
         for _, node in self._pending:
             loads[node] += 1.0
+        observed_at = self.snapshot_observed_at
+        for dispatched_at, node in self._held.values():
+            if dispatched_at > observed_at:
+                loads[node] += 1.0
+        for _, node in self._releases:
+            loads[node] -= 1.0
         self.loads = loads

@@ -43,7 +43,7 @@ class NoDestinationError(RouteError):
     """The pool has no healthy, undrained destination (or none at all yet)."""
 
 
-class Outcome(NamedTuple):
+class RouteOutcome(NamedTuple):
     """A decision as the caller sees it: where to go, why, and by which table."""
 
     node_id: str
@@ -51,6 +51,11 @@ class Outcome(NamedTuple):
     reason: Reason
     version: str
     generation: int
+
+
+# The old name (it collided with cachectl.loadgen.results.Outcome); kept while branches written
+# against it are merged, then to be removed.
+Outcome = RouteOutcome
 
 
 class DecisionMetrics(Protocol):
@@ -64,7 +69,7 @@ class SampleSink(Protocol):
 
     def hit(self) -> bool: ...
 
-    def add(self, inp: RouteInput, outcome: Outcome, now: float) -> None: ...
+    def add(self, inp: RouteInput, outcome: RouteOutcome, now: float) -> None: ...
 
 
 class _NoMetrics:
@@ -104,9 +109,9 @@ class PoolState:
         # hashing the prompt.
         self.uses_blocks = policy.needs_blocks
         self.view = view
-        # (node, reason) → its Outcome under the current table and membership: every field is
+        # (node, reason) → its RouteOutcome under the current table and membership: every field is
         # fixed by those, so a decision reuses one instead of building a tuple (cleared on change).
-        self.outcomes: dict[tuple[int, Reason], Outcome] = {}
+        self.outcomes: dict[tuple[int, Reason], RouteOutcome] = {}
         self.traffic = traffic
         self.metrics: DecisionMetrics = NO_METRICS
         self.table: RoutingTable | None = None
@@ -178,7 +183,7 @@ class Router:
 
     # -- decisions ------------------------------------------------------------------------------
 
-    def route(self, inp: RouteInput, now: float) -> Outcome:
+    def route(self, inp: RouteInput, now: float) -> RouteOutcome:
         """Route one validated request; ``now`` is wall-clock seconds (the snapshots' clock)."""
         state = self.pools.get(inp.pool)
         if state is None:
@@ -187,7 +192,7 @@ class Router:
             raise NoDestinationError(self._unavailable(state))
         return self._decide(state, inp, now)
 
-    def route_batch(self, inputs: Sequence[RouteInput], now: float) -> list[Outcome]:
+    def route_batch(self, inputs: Sequence[RouteInput], now: float) -> list[RouteOutcome]:
         """Route a validated batch: every pool is checked first, so a failing batch routes none."""
         pools = self.pools
         for index, inp in enumerate(inputs):
@@ -204,7 +209,7 @@ class Router:
             return f"{state.unavailable()}: {self.not_synced}"
         return state.unavailable()
 
-    def _decide(self, state: PoolState, inp: RouteInput, now: float) -> Outcome:
+    def _decide(self, state: PoolState, inp: RouteInput, now: float) -> RouteOutcome:
         started = time.perf_counter()
         view = state.view
         request = _new(Request, (inp.key_hash, inp.blocks() if state.uses_blocks else ()))
@@ -220,9 +225,9 @@ class Router:
         return outcome
 
     @staticmethod
-    def _outcome(state: PoolState, node: int, reason: Reason) -> Outcome:
+    def _outcome(state: PoolState, node: int, reason: Reason) -> RouteOutcome:
         nodes = state.view.nodes
-        return Outcome(
+        return RouteOutcome(
             nodes.ids[node], nodes.addresses[node], reason, state.table_version,
             state.table_generation,
         )  # fmt: skip

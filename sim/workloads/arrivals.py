@@ -28,7 +28,9 @@ import numpy.typing as npt
 F64 = npt.NDArray[np.float64]
 
 TRACES_DIR = Path(__file__).resolve().parents[3] / "shared" / "traces"
-AZURE_CONV = TRACES_DIR / "azure_llm_2023_conv.csv"
+# The default gaps ship inside the package (data/README.md): the trace folder beside a source
+# checkout is absent from an installed wheel. Same values as azure_gaps(TRACES_DIR / the CSV).
+AZURE_CONV = Path(__file__).resolve().parent / "data" / "azure_llm_2023_conv_gaps.npy"
 ARRIVALS = ("poisson", "gamma", "bootstrap")
 BOOTSTRAP_BLOCK = 256
 GAMMA_CV = 1.9  # the paper's Gamma arrivals
@@ -40,9 +42,14 @@ class ArrivalError(ValueError):
 
 @functools.cache
 def azure_gaps(path: Path) -> F64:
-    """Inter-arrival gaps (s) of an Azure LLM trace CSV (``TIMESTAMP,ContextTokens,...``)."""
+    """Inter-arrival gaps (s) of an Azure LLM trace CSV (``TIMESTAMP,ContextTokens,...``), or
+    of a ``.npy`` file of gaps saved from one."""
     if not path.is_file():
         raise ArrivalError(f"gaps_path {path} is not a file (bootstrap arrivals need a trace)")
+    if path.suffix == ".npy":  # gaps saved already (the packaged default)
+        saved: F64 = np.asarray(np.load(path, allow_pickle=False), dtype=np.float64)
+        saved.setflags(write=False)
+        return saved
     stamps = []
     with path.open() as f:
         header = f.readline()

@@ -136,3 +136,20 @@ def test_sglang_label_sets_read_as_one_engine_not_a_sum_of_every_series(name: st
     assert got.kv_usage == pytest.approx(0.42)
     assert (got.kv_capacity_tokens, got.block_size) == (131_072, 16)
     assert (got.prefix_hits, got.prefix_queries) == (800_000.0, 1_200_000.0)
+
+
+def test_llamacpp_is_detected_and_read_in_tokens() -> None:
+    for choice in ("auto", "llamacpp"):
+        got = read("llamacpp", choice)
+        assert got.dialect == agent_pb2.METRIC_DIALECT_LLAMACPP
+        assert got.kind == agent_pb2.ENGINE_KIND_LLAMACPP
+        assert (got.running, got.waiting) == (2.0, 6.0)
+        assert (got.prefix_hits, got.prefix_queries) == (400.0, 1000.0)
+        assert (got.prompt_tokens, got.generation_tokens) == (1000.0, 160.0)
+        assert got.kv_usage == 0.0 and got.kv_capacity_tokens == 0  # not exported
+
+
+def test_a_llamacpp_page_without_its_load_gauges_names_the_missing_one() -> None:
+    page = "llamacpp:requests_processing 1\n"
+    with pytest.raises(UnrecognisedMetricsError, match="requests_deferred"):
+        decode(parse(page, wanted=dialects.wanted), "llamacpp")

@@ -25,8 +25,17 @@ from sim.planning import make_stream, plan_for
 from sim.workloads.registry import make_workload
 from tests.support.controlplane import fast_config, running, traffic
 from tests.support.factories import metadata_for, small_plan
+from tests.support.state import on_redis
 
-pytestmark = [pytest.mark.redis, pytest.mark.grpc]
+pytestmark = pytest.mark.grpc
+
+
+@pytest.fixture
+def stores(state_stores: Stores) -> Stores:
+    """This module's logic runs on the in-memory state twin; ``@on_redis`` tests on real Redis."""
+    return state_stores
+
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -40,8 +49,8 @@ def quiet_server_logs() -> Iterator[None]:
 
 
 @pytest.fixture
-async def plane(redis_url: str, quiet_server_logs: None) -> AsyncIterator[ControlPlane]:
-    async with running(fast_config(redis_url)) as started:
+async def plane(state_url: str, quiet_server_logs: None) -> AsyncIterator[ControlPlane]:
+    async with running(fast_config(state_url)) as started:
         yield started
 
 
@@ -351,6 +360,7 @@ async def test_plan_show_tells_a_missing_file_from_a_stored_version(
     assert code == 2 and "no such plan file, and no control-plane answered at 127.0.0.1:1" in err
 
 
+@on_redis
 async def test_cachectl_subprocess_against_a_running_control_plane(plane: ControlPlane) -> None:
     env = {**os.environ, "CACHEROUTE_TARGET": plane.address}
 
@@ -381,6 +391,7 @@ def test_ages_are_compact() -> None:
     assert age_text(1_000, now_ms=61_000) == "1m"
 
 
+@pytest.mark.redis
 async def test_a_control_plane_whose_redis_is_down_is_not_called_unreachable(
     quiet_server_logs: None, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -99,7 +99,8 @@ def test_a_grpc_port_in_use_is_one_error_naming_the_address(taken_port: int) -> 
 @pytest.mark.redis
 def test_a_metrics_port_in_use_is_one_error_naming_the_address(taken_port: int) -> None:
     address = f"127.0.0.1:{taken_port}"
-    done = run("controlplane", "--listen", "127.0.0.1:0", "--metrics-listen", address)
+    done = run("controlplane", "--listen", "127.0.0.1:0", "--embedded-redis-port", "0",
+               "--metrics-listen", address)  # fmt: skip
     assert done.returncode == 1
     assert "Traceback" not in done.stderr
     assert f"cannot listen on {address} (metrics)" in done.stderr

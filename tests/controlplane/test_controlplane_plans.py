@@ -10,6 +10,7 @@ import pytest
 
 from cacheroute.v1 import admin_pb2, cluster_pb2, table_pb2
 from cacheroute_state import Stores
+from controlplane.server import ControlPlane
 from dataplane.core.keys import hash_key
 from dataplane.core.table_codec import table_to_proto
 from tests.support.controlplane import (
@@ -445,6 +446,22 @@ async def test_disable_is_a_generation_without_a_table_and_rollback_restores(
             ("rollback", "carol", "", v1),
         ]
         assert await stores.plans.previous_versions("default") == [v1]
+
+
+async def test_the_injected_clock_stamps_imported_plans_and_their_audit(
+    state_url: str, stores: Stores
+) -> None:
+    plane = ControlPlane(fast_config(state_url), clock=lambda: 1_234_567_890_123)
+    await plane.start()
+    try:
+        async with clients(plane.address) as c:
+            version = await import_small(c, 1)
+    finally:
+        await plane.stop()
+    meta = await stores.plans.get_metadata("default", version)
+    assert meta is not None and meta.created_at_unix_ms == 1_234_567_890_123
+    audit = await stores.plans.read_audit("default", 10)
+    assert audit[0].at_unix_ms == 1_234_567_890_123
 
 
 async def test_a_build_with_an_active_plan_is_churn_aware_and_records_its_churn(

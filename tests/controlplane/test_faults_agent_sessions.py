@@ -1,4 +1,4 @@
-"""Agent streams that go wrong after the join: identity changes, bad addresses, a node removed
+"""Agent streams that go wrong after the join: identity changes, bad addresses, the registry lost
 under a live stream, Redis away mid-stream. Real control plane, real gRPC streams, real Redis.
 
 Every refusal ends the stream with a status and a message naming the problem; a stream that ends
@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 import grpc
 import pytest
+import redis
 
 from cacheroute.v1 import admin_pb2, agent_pb2
 from cacheroute_state import Stores, open_stores
@@ -98,13 +99,8 @@ async def test_an_engine_that_moved_updates_the_registered_address(
         await agent.close()
 
 
-async def test_a_node_removed_under_a_live_stream_aborts_it_and_the_agent_can_rejoin(
-    redis_url: str,
-) -> None:
-    async with running(quick_config(redis_url)) as plane, clients(plane.address) as c:
-        agent = StubAgent(c.agents)
-        await agent.send(report("gpu-1", interval_ms=60_000))
-        await agent.read()
+async def lose_the_registry_entry(redis_url: str, how: str) -> None:
+    if how == "removed at the store":
         # RemoveNode refuses a live agent's node (issue 10); the session must still cope when
         # the record vanishes under it (another control plane, or a store-level removal).
         direct = open_stores(redis_url)
@@ -112,6 +108,21 @@ async def test_a_node_removed_under_a_live_stream_aborts_it_and_the_agent_can_re
             assert await remove_node(direct, pool="default", node_id="gpu-1", actor="t", now_ms=0)
         finally:
             await direct.close()
+    else:
+        client = redis.Redis.from_url(redis_url)
+        client.flushall()  # Redis restarted without persistence: the stream owns nothing now
+        client.close()
+
+
+@pytest.mark.parametrize("how", ["removed at the store", "redis emptied"])
+async def test_a_registry_entry_lost_under_a_live_stream_aborts_it_and_the_agent_can_rejoin(
+    redis_url: str, how: str
+) -> None:
+    async with running(quick_config(redis_url)) as plane, clients(plane.address) as c:
+        agent = StubAgent(c.agents)
+        await agent.send(report("gpu-1", interval_ms=60_000))
+        await agent.read()
+        await lose_the_registry_entry(redis_url, how)
         await agent.send(report("gpu-1", interval_ms=60_000))
         await refused_with(agent, grpc.StatusCode.ABORTED, "reconnect to rejoin")
         assert (await c.nodes.ListNodes(admin_pb2.ListNodesRequest())).nodes == []

@@ -112,6 +112,12 @@ def test_replicas_are_capped_at_the_number_of_destinations() -> None:
     assert sets(table) == {1: [0, 1, 2]}
 
 
+def test_a_single_slot_admits_the_top_key() -> None:
+    table = plan({1: 3.0, 2: 5.0}, nodes=["only"], slots_per_node=1)
+    assert sets(table) == {2: [0]}
+    assert table.stats.tail_rate == pytest.approx(3.0)
+
+
 def test_zero_slots_admits_nothing_and_everything_is_tail() -> None:
     table = plan({1: 3.0, 2: 3.0}, slots_per_node=0)
     assert table.num_keys == 0
@@ -290,6 +296,12 @@ def test_hash_placement_puts_each_key_on_hash_mod_r_alone() -> None:
     # one slot per key regardless of rate: the top C = 3 keys
     assert sets(table) == {101: [101 % 3], 202: [202 % 3], 303: [303 % 3]}
     assert table.stats.max_replicas == 1
+
+
+def test_hash_placement_adds_up_the_rates_of_keys_that_share_a_destination() -> None:
+    table = plan({3: 5.0, 6: 4.0, 7: 2.0}, placement="hash", slots_per_node=2)
+    assert sets(table) == {3: [0], 6: [0], 7: [1]}
+    assert table.stats.planned_load == pytest.approx((9.0, 2.0, 0.0))
 
 
 def test_random_placement_draws_k_distinct_destinations_deterministically() -> None:

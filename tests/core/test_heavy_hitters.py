@@ -11,7 +11,7 @@ from cacheroute.v1 import routing_pb2
 from dataplane.core.heavy_hitters import FOLD_EVERY, SpaceSaving, TrafficCounter
 from dataplane.core.policies import Reason
 from dataplane.core.route_input import parse_request
-from dataplane.core.router import Outcome
+from dataplane.core.router import RouteOutcome
 from dataplane.sampler import Sampler
 
 
@@ -86,8 +86,8 @@ def test_memory_stays_bounded_under_a_stream_of_distinct_keys() -> None:
     assert len(counter._hashes) < FOLD_EVERY
 
 
-def outcome() -> Outcome:
-    return Outcome("a", "a:1", Reason.TAIL, "v", 1)
+def outcome() -> RouteOutcome:
+    return RouteOutcome("a", "a:1", Reason.TAIL, "v", 1)
 
 
 def test_the_sampler_takes_about_rate_of_the_requests() -> None:

@@ -1,6 +1,6 @@
 """Helpers for the control-plane tests: a fast-ticking instance, stubs, stub agents, traffic.
 
-(No tests here; the module is shared by tests/test_controlplane_*.py and test_cachectl_admin.py.)
+(No tests here; shared by tests/controlplane/ and tests/cachectl/test_cachectl_admin.py.)
 """
 
 from __future__ import annotations

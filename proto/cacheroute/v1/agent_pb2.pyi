@@ -29,6 +29,7 @@ class _EngineKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_EngineKind
     ENGINE_KIND_VLLM: _EngineKind.ValueType  # 1
     ENGINE_KIND_SGLANG: _EngineKind.ValueType  # 2
     ENGINE_KIND_SIMULATED: _EngineKind.ValueType  # 3
+    ENGINE_KIND_LLAMACPP: _EngineKind.ValueType  # 4
 
 class EngineKind(_EngineKind, metaclass=_EngineKindEnumTypeWrapper): ...
 
@@ -36,6 +37,7 @@ ENGINE_KIND_UNSPECIFIED: EngineKind.ValueType  # 0
 ENGINE_KIND_VLLM: EngineKind.ValueType  # 1
 ENGINE_KIND_SGLANG: EngineKind.ValueType  # 2
 ENGINE_KIND_SIMULATED: EngineKind.ValueType  # 3
+ENGINE_KIND_LLAMACPP: EngineKind.ValueType  # 4
 Global___EngineKind: _TypeAlias = EngineKind  # noqa: Y015
 
 class _MetricDialect:
@@ -55,6 +57,8 @@ class _MetricDialectEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_MetricD
     """sglang_num_running_reqs ... (SGLang >= 0.5.4)"""
     METRIC_DIALECT_SIMULATED: _MetricDialect.ValueType  # 5
     """the project's simulated engine (vLLM v1 names)"""
+    METRIC_DIALECT_LLAMACPP: _MetricDialect.ValueType  # 6
+    """llama.cpp llama-server --metrics: llamacpp:requests_processing ..."""
 
 class MetricDialect(_MetricDialect, metaclass=_MetricDialectEnumTypeWrapper):
     """Which generation of metric names the engine exposes (the table is in docs/ARCHITECTURE.md)."""
@@ -70,6 +74,8 @@ METRIC_DIALECT_SGLANG_UNDERSCORE: MetricDialect.ValueType  # 4
 """sglang_num_running_reqs ... (SGLang >= 0.5.4)"""
 METRIC_DIALECT_SIMULATED: MetricDialect.ValueType  # 5
 """the project's simulated engine (vLLM v1 names)"""
+METRIC_DIALECT_LLAMACPP: MetricDialect.ValueType  # 6
+"""llama.cpp llama-server --metrics: llamacpp:requests_processing ..."""
 Global___MetricDialect: _TypeAlias = MetricDialect  # noqa: Y015
 
 @_typing.final

@@ -111,6 +111,7 @@ class RouteRequest(_message.Message):
     CACHE_SALT_FIELD_NUMBER: _builtins.int
     PREFIX_BLOCKS_FIELD_NUMBER: _builtins.int
     REQUEST_ID_FIELD_NUMBER: _builtins.int
+    HOLD_UNTIL_RELEASE_FIELD_NUMBER: _builtins.int
     pool: _builtins.str
     """Destination pool (one fleet serving one model). Empty means "default".
     Syntax: ^[a-z0-9][a-z0-9_.-]{0,62}$.
@@ -132,6 +133,12 @@ class RouteRequest(_message.Message):
     cache_salt: _builtins.str
     request_id: _builtins.str
     """Optional caller-side id, echoed in the decision and in the sampled trace."""
+    hold_until_release: _builtins.bool
+    """Count this request as load on the chosen node until `Release(request_id)` instead of for the
+    correction horizon (5 s by default). Needs a non-empty request_id, unique among this
+    router's open requests (a reused id releases the older request). A hold never released is
+    dropped after 10 minutes; callers that do not set this keep the decaying correction.
+    """
     @_builtins.property
     def prefix_blocks(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """Optional precomputed chained prefix-block hashes (any block size, oldest first). When set,
@@ -148,10 +155,11 @@ class RouteRequest(_message.Message):
         cache_salt: _builtins.str = ...,
         prefix_blocks: _abc.Iterable[_builtins.int] | None = ...,
         request_id: _builtins.str = ...,
+        hold_until_release: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cache_salt", b"cache_salt", "key", b"key", "model", b"model", "pool", b"pool", "prefix_blocks", b"prefix_blocks", "prompt_prefix", b"prompt_prefix", "request_id", b"request_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cache_salt", b"cache_salt", "hold_until_release", b"hold_until_release", "key", b"key", "model", b"model", "pool", b"pool", "prefix_blocks", b"prefix_blocks", "prompt_prefix", b"prompt_prefix", "request_id", b"request_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -208,6 +216,46 @@ class RouteDecision(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___RouteDecision: _TypeAlias = RouteDecision  # noqa: Y015
+
+@_typing.final
+class ReleaseRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    request_id: _builtins.str
+    """The request_id of a RouteRequest sent with hold_until_release."""
+    def __init__(
+        self,
+        *,
+        request_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["request_id", b"request_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReleaseRequest: _TypeAlias = ReleaseRequest  # noqa: Y015
+
+@_typing.final
+class ReleaseResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RELEASED_FIELD_NUMBER: _builtins.int
+    released: _builtins.bool
+    """True when an open hold was ended; false when the id was unknown, expired or released."""
+    def __init__(
+        self,
+        *,
+        released: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["released", b"released"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReleaseResponse: _TypeAlias = ReleaseResponse  # noqa: Y015
 
 @_typing.final
 class RouteBatchRequest(_message.Message):

@@ -45,6 +45,11 @@ class RouterServiceStub:
                 request_serializer=cacheroute_dot_v1_dot_routing__pb2.RouteBatchRequest.SerializeToString,
                 response_deserializer=cacheroute_dot_v1_dot_routing__pb2.RouteBatchResponse.FromString,
                 _registered_method=True)
+        self.Release = channel.unary_unary(
+                '/cacheroute.v1.RouterService/Release',
+                request_serializer=cacheroute_dot_v1_dot_routing__pb2.ReleaseRequest.SerializeToString,
+                response_deserializer=cacheroute_dot_v1_dot_routing__pb2.ReleaseResponse.FromString,
+                _registered_method=True)
 
 
 class RouterServiceServicer:
@@ -69,6 +74,17 @@ class RouterServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Release(self, request, context):
+        """Release ends a request routed with `hold_until_release`: its load on the chosen node is
+        undone now instead of decaying after the correction horizon (completion-aware load). Call it
+        when the response ended (finished, failed or abandoned), on the router that routed it.
+        Unknown, already released or expired ids answer `released = false` (not an error), so a
+        retried Release is harmless. Errors: INVALID_ARGUMENT (empty request_id).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RouterServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -81,6 +97,11 @@ def add_RouterServiceServicer_to_server(servicer, server):
                     servicer.RouteBatch,
                     request_deserializer=cacheroute_dot_v1_dot_routing__pb2.RouteBatchRequest.FromString,
                     response_serializer=cacheroute_dot_v1_dot_routing__pb2.RouteBatchResponse.SerializeToString,
+            ),
+            'Release': grpc.unary_unary_rpc_method_handler(
+                    servicer.Release,
+                    request_deserializer=cacheroute_dot_v1_dot_routing__pb2.ReleaseRequest.FromString,
+                    response_serializer=cacheroute_dot_v1_dot_routing__pb2.ReleaseResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -138,6 +159,33 @@ class RouterService:
             '/cacheroute.v1.RouterService/RouteBatch',
             cacheroute_dot_v1_dot_routing__pb2.RouteBatchRequest.SerializeToString,
             cacheroute_dot_v1_dot_routing__pb2.RouteBatchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Release(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cacheroute.v1.RouterService/Release',
+            cacheroute_dot_v1_dot_routing__pb2.ReleaseRequest.SerializeToString,
+            cacheroute_dot_v1_dot_routing__pb2.ReleaseResponse.FromString,
             options,
             channel_credentials,
             insecure,

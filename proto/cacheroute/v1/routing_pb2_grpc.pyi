@@ -62,6 +62,13 @@ class RouterServiceStub:
     """RouteBatch routes up to 1,000 requests in one call, in order. The whole batch fails with
     INVALID_ARGUMENT (naming the index) if any request is malformed; nothing is routed then.
     """
+    Release: _grpc.UnaryUnaryMultiCallable[_routing_pb2.ReleaseRequest, _routing_pb2.ReleaseResponse]
+    """Release ends a request routed with `hold_until_release`: its load on the chosen node is
+    undone now instead of decaying after the correction horizon (completion-aware load). Call it
+    when the response ended (finished, failed or abandoned), on the router that routed it.
+    Unknown, already released or expired ids answer `released = false` (not an error), so a
+    retried Release is harmless. Errors: INVALID_ARGUMENT (empty request_id).
+    """
 
 @_typing.type_check_only
 class RouterServiceAsyncStub(RouterServiceStub):
@@ -77,6 +84,13 @@ class RouterServiceAsyncStub(RouterServiceStub):
     RouteBatch: _aio.UnaryUnaryMultiCallable[_routing_pb2.RouteBatchRequest, _routing_pb2.RouteBatchResponse]  # type: ignore[assignment]
     """RouteBatch routes up to 1,000 requests in one call, in order. The whole batch fails with
     INVALID_ARGUMENT (naming the index) if any request is malformed; nothing is routed then.
+    """
+    Release: _aio.UnaryUnaryMultiCallable[_routing_pb2.ReleaseRequest, _routing_pb2.ReleaseResponse]  # type: ignore[assignment]
+    """Release ends a request routed with `hold_until_release`: its load on the chosen node is
+    undone now instead of decaying after the correction horizon (completion-aware load). Call it
+    when the response ended (finished, failed or abandoned), on the router that routed it.
+    Unknown, already released or expired ids answer `released = false` (not an error), so a
+    retried Release is harmless. Errors: INVALID_ARGUMENT (empty request_id).
     """
 
 class RouterServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -102,6 +116,19 @@ class RouterServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_routing_pb2.RouteBatchResponse, _abc.Awaitable[_routing_pb2.RouteBatchResponse]]:
         """RouteBatch routes up to 1,000 requests in one call, in order. The whole batch fails with
         INVALID_ARGUMENT (naming the index) if any request is malformed; nothing is routed then.
+        """
+
+    @_abc_1.abstractmethod
+    def Release(
+        self,
+        request: _routing_pb2.ReleaseRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_routing_pb2.ReleaseResponse, _abc.Awaitable[_routing_pb2.ReleaseResponse]]:
+        """Release ends a request routed with `hold_until_release`: its load on the chosen node is
+        undone now instead of decaying after the correction horizon (completion-aware load). Call it
+        when the response ended (finished, failed or abandoned), on the router that routed it.
+        Unknown, already released or expired ids answer `released = false` (not an error), so a
+        retried Release is harmless. Errors: INVALID_ARGUMENT (empty request_id).
         """
 
 def add_RouterServiceServicer_to_server(servicer: RouterServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

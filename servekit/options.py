@@ -1,0 +1,176 @@
+"""Options declared once: one :class:`Option` yields the flag, the environment variable, the YAML
+key, the default shown in ``--help`` and the validation, for all three sources alike.
+
+    SPEEDUP = Option("speedup", 1.0, positive_float, "simulated seconds per wall second")
+    OPTIONS = OptionSet(SPEEDUP, ...)
+    parser = OPTIONS.parser(prog="python -m simengine", description=...)
+    args = OPTIONS.parse(parser, argv)          # flags > CACHEROUTE_SPEEDUP > --config YAML
+    speedup: float = SPEEDUP.value(args)        # typed
+
+``kv_blocks`` becomes ``--kv-blocks``, ``CACHEROUTE_KV_BLOCKS`` and the YAML key ``kv_blocks``
+(or ``kv-blocks``); ``--help`` shows the default and the variable. A value from any source goes
+through the same ``parse`` (and ``choices``), and an error names its source: the flag (argparse,
+exit status 2), the variable, or ``FILE:key``. Unlike :func:`servekit.settings.parse_settings`,
+which infers all of this from argparse's private action list, the declarations are the single
+source; the entry points move here one by one (simengine first; see docs/DEVELOPING.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Generic, TypeVar, cast
+
+import yaml
+
+from servekit.flags import RepeatedFlag
+from servekit.settings import SettingsError, add_config_flag, env_name
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Option(Generic[T]):
+    """One option. ``parse`` turns text into a value or raises ValueError/ArgumentTypeError."""
+
+    name: str
+    default: T
+    parse: Callable[[str], T]
+    help: str
+    choices: tuple[T, ...] | None = None
+    metavar: str | None = None
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    @property
+    def env(self) -> str:
+        return env_name(self.name)
+
+    def value(self, args: argparse.Namespace) -> T:
+        """This option's value in parsed ``args``."""
+        return cast(T, getattr(args, self.name))
+
+    def help_text(self) -> str:
+        shown = "none" if self.default is None else repr(self.default)
+        return f"{self.help} (default: {shown}; env: {self.env})"
+
+    def add_to(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            self.flag, dest=self.name, type=self.parse, default=self.default,
+            choices=self.choices, metavar=self.metavar, help=self.help_text(),
+        )  # fmt: skip
+
+    def convert(self, raw: object, source: str) -> T:
+        """A value from the environment or a config file, validated as a flag's would be."""
+        try:
+            value = self.parse(str(raw)) if isinstance(raw, str | int | float) else raw
+        except (TypeError, ValueError, argparse.ArgumentTypeError) as exc:
+            raise SettingsError(f"{source}: {exc}") from exc
+        if self.choices is not None and value not in self.choices:
+            allowed = ", ".join(map(str, self.choices))
+            raise SettingsError(f"{source}: {raw!r} is not one of {allowed}")
+        return cast(T, value)
+
+
+@dataclass(frozen=True)
+class ListOption(Option[list[str]]):
+    """A repeatable flag (command-line values replace env/config ones); in the environment the
+    values are separated by spaces or ``;``, in YAML a list or such a string. ``parse`` checks
+    each item."""
+
+    item: Callable[[str], object] = str
+
+    def add_to(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            self.flag, dest=self.name, action=RepeatedFlag, type=self._checked,
+            default=list(self.default), metavar=self.metavar, help=self.help_text(),
+        )  # fmt: skip
+
+    def _checked(self, text: str) -> str:
+        try:
+            self.item(text)
+        except ValueError as exc:  # argparse shows an ArgumentTypeError's own message
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        return text
+
+    def convert(self, raw: object, source: str) -> list[str]:
+        if isinstance(raw, str):
+            items = [x for x in re.split(r"[\s;]+", raw) if x]
+        elif isinstance(raw, list):
+            items = [str(x) for x in raw]
+        else:
+            raise SettingsError(f"{source}: expected {self.metavar or 'values'}, got {raw!r}")
+        for item in items:
+            try:
+                self.item(item)
+            except (TypeError, ValueError, argparse.ArgumentTypeError) as exc:
+                raise SettingsError(f"{source}: {exc}") from exc
+        return items
+
+
+def _list_parse(text: str) -> list[str]:
+    return [text]
+
+
+def list_option(
+    name: str, help: str, item: Callable[[str], object], metavar: str | None = None
+) -> ListOption:
+    """A :class:`ListOption` with an empty default."""
+    return ListOption(name, [], _list_parse, help, metavar=metavar, item=item)
+
+
+class OptionSet:
+    """The options of one entry point, and the layered parse over them."""
+
+    def __init__(self, *options: Option[Any]) -> None:
+        self.options = options
+        self._by_key = {o.name: o for o in options}
+
+    def parser(self, **kwargs: Any) -> argparse.ArgumentParser:
+        """An ``ArgumentParser(**kwargs)`` with ``--config`` and every option."""
+        parser = argparse.ArgumentParser(**kwargs)
+        add_config_flag(parser)
+        for option in self.options:
+            option.add_to(parser)
+        return parser
+
+    def parse(
+        self,
+        parser: argparse.ArgumentParser,
+        argv: Sequence[str] | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> argparse.Namespace:
+        """Flags > ``CACHEROUTE_*`` variables > ``--config`` YAML > declared defaults."""
+        env = os.environ if environ is None else environ
+        pre, _ = parser.parse_known_args(argv)
+        path: Path | None = pre.config or (
+            Path(env[env_name("config")]) if env_name("config") in env else None
+        )
+        defaults: dict[str, Any] = self._from_file(path) if path is not None else {}
+        for option in self.options:
+            raw = env.get(option.env)
+            if raw is not None:
+                defaults[option.name] = option.convert(raw, option.env)
+        parser.set_defaults(**defaults)
+        return parser.parse_args(argv)
+
+    def _from_file(self, path: Path) -> dict[str, Any]:
+        try:
+            data = yaml.safe_load(path.read_text()) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise SettingsError(f"config file {path}: {exc}") from exc
+        if not isinstance(data, dict):
+            raise SettingsError(f"config file {path}: expected a mapping of option: value")
+        values: dict[str, Any] = {}
+        for key, raw in data.items():
+            option = self._by_key.get(str(key).replace("-", "_"))
+            if option is None:
+                raise SettingsError(f"config file {path}: unknown option {key!r}")
+            values[option.name] = option.convert(raw, f"{path}:{key}")
+        return values

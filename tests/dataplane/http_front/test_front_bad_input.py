@@ -1,0 +1,77 @@
+"""Bad input never reaches an engine: a 4xx with an OpenAI-style error naming the problem."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import aiohttp
+import pytest
+
+from cacheroute_state import Stores
+from tests.dataplane.http_front.conftest import SimEngines, front_url, running_front
+from tests.dataplane.http_front.metrics_util import in_flight, metric_sum
+
+pytestmark = [pytest.mark.redis, pytest.mark.grpc]
+CHAT = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+
+
+async def _post(url: str, data: bytes, headers: dict[str, str] | None = None) -> tuple[int, Any]:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(
+            f"{url}/v1/chat/completions",
+            data=data,
+            headers={"Content-Type": "application/json", **(headers or {})},
+        ) as response,
+    ):
+        return response.status, await response.json(content_type=None)
+
+
+@pytest.mark.parametrize(
+    ("data", "headers", "status", "words"),
+    [
+        (b"{not json", {}, 400, "not valid JSON"),
+        (b"[1, 2]", {}, 400, "JSON object"),
+        (b'{"messages": "x"}', {}, 400, "'messages'"),
+        (b'{"messages": [{"role": "user", "content": "x"}], "stream": "yes"}', {}, 400, "stream"),
+        (None, {"x-cacheroute-key": "k" * 513}, 400, "513 bytes; the limit is 512"),
+        (None, {"x-cacheroute-key": "~mine"}, 400, "reserved"),
+        (None, {"x-cacheroute-pool": "Not A Pool"}, 400, "pool"),
+        (None, {"x-cacheroute-pool": "nosuchpool"}, 404, "'nosuchpool' is not known"),
+        (b"x" * 5000, {}, 413, "the limit is 4096 bytes"),
+    ],
+)
+async def test_bad_requests_are_refused_before_any_engine(
+    redis_url: str,
+    stores: Stores,
+    shared_engines: SimEngines,
+    data: bytes | None,
+    headers: dict[str, str],
+    status: int,
+    words: str,
+) -> None:
+    body = data if data is not None else json.dumps(CHAT).encode()
+    async with running_front(
+        redis_url, stores, shared_engines.addresses, max_body_bytes=4096
+    ) as server:
+        got, answer = await _post(front_url(server), body, headers)
+        assert got == status
+        error = answer["error"]
+        assert words in error["message"]
+        assert set(error) == {"message", "type", "param", "code"}
+        assert metric_sum(server, "cacheroute_router_decisions_total") == 0  # nothing routed
+        assert in_flight(server) == {}
+
+
+async def test_no_eligible_engine_is_an_openai_style_503(
+    redis_url: str, stores: Stores, shared_engines: SimEngines
+) -> None:
+    async with running_front(redis_url, stores, shared_engines.addresses) as server:
+        server.router.pools["default"].view.set_states(healthy=[False] * 4)
+        got, answer = await _post(
+            front_url(server), b'{"messages": [{"role": "u", "content": "x"}]}'
+        )
+        assert got == 503
+        assert answer["error"]["code"] == "no_eligible_engine"
+        assert "no healthy, undrained destination" in answer["error"]["message"]

@@ -1,0 +1,110 @@
+"""The front before two real llama.cpp engines: real tokens, a real prefix cache, real metrics.
+
+Marked ``llamacpp``. It needs the cached ``llama-server`` build (``.venv/bin/python
+scripts/build_llamacpp.py``, ≈ 4 min on 2 idle cores, cached under the user's cache directory);
+with ``CACHEROUTE_BUILD_LLAMACPP=1`` the test builds it itself, otherwise it is skipped with the
+command to run. The model is written at test time (``llamacpp_engine.write_model``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import openai
+import pytest
+
+from agents import dialects, exposition
+from cacheroute_state import Stores
+from servekit.processes import free_port
+from tests.dataplane.http_front.conftest import front_url, running_front
+from tests.dataplane.http_front.llamacpp_engine import start_server, wait_healthy, write_model
+
+pytestmark = [pytest.mark.llamacpp, pytest.mark.slow, pytest.mark.redis, pytest.mark.grpc]
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _binary() -> Path:
+    spec = importlib.util.spec_from_file_location(
+        "build_llamacpp", ROOT / "scripts/build_llamacpp.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["build_llamacpp"] = module
+    spec.loader.exec_module(module)
+    binary: Path = module.cached_binary()
+    if not binary.exists():
+        if os.environ.get("CACHEROUTE_BUILD_LLAMACPP") != "1":
+            pytest.skip("no cached llama-server: run .venv/bin/python scripts/build_llamacpp.py "
+                        "or set CACHEROUTE_BUILD_LLAMACPP=1")  # fmt: skip
+        binary = module.build(ROOT / ".llamacpp-build.log")
+    return binary
+
+
+@pytest.fixture
+def llama_servers(tmp_path: Path) -> Iterator[list[str]]:
+    binary = _binary()
+    model = write_model(tmp_path / "tiny.gguf")
+    ports = [free_port(), free_port()]
+    procs = [start_server(binary, model, p, tmp_path / f"llama-{p}.log") for p in ports]
+    try:
+        for port, proc in zip(ports, procs, strict=True):
+            wait_healthy(port, proc)
+        yield [f"127.0.0.1:{p}" for p in ports]
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait(timeout=10)
+
+
+def _sample(address: str) -> dialects.EngineSample:
+    """What the agent reads from the engine's /metrics (its own parser and auto-detection)."""
+    with urllib.request.urlopen(f"http://{address}/metrics", timeout=5) as reply:
+        text = reply.read().decode()
+    return dialects.decode(exposition.parse(text, wanted=dialects.wanted))
+
+
+async def test_the_front_serves_real_tokens_and_a_real_prefix_cache(
+    redis_url: str, stores: Stores, llama_servers: list[str]
+) -> None:
+    async with running_front(redis_url, stores, llama_servers) as server:
+        api = openai.AsyncOpenAI(base_url=f"{front_url(server)}/v1", api_key="x", max_retries=0)
+        models = await api.models.list()
+        assert [m.id for m in models.data] == ["tiny"]  # two engines, one model
+        context = "a shared business context for every question. " * 12
+        seen: set[str] = set()
+        hits = 0
+        for i in range(6):
+            raw = await api.chat.completions.with_raw_response.create(
+                model="tiny",
+                messages=[{"role": "user", "content": f"{context} question {i}"}],
+                max_tokens=8,
+                temperature=0,
+                stream=True,
+                stream_options={"include_usage": True},
+                extra_body={"prompt_cache_key": "acme", "ignore_eos": True},
+            )
+            node = raw.headers["x-cacheroute-node"]
+            usage = None
+            async for chunk in raw.parse():
+                if chunk.usage is not None:
+                    usage = chunk.usage
+            assert usage is not None and usage.completion_tokens == 8
+            details = usage.prompt_tokens_details
+            cached = details.cached_tokens if details and details.cached_tokens else 0
+            if node in seen:
+                assert cached > len(context) // 2  # the shared context came from the cache
+                hits += 1
+            else:
+                assert cached == 0
+            seen.add(node)
+        assert hits >= 4
+        samples = [_sample(a) for a in llama_servers]
+        assert {s.dialect for s in samples} == {dialects.LLAMACPP}
+        assert sum(s.prefix_hits or 0 for s in samples) > 0
+        assert sum(s.running + s.waiting for s in samples) == 0  # nothing open at the end

@@ -1,0 +1,161 @@
+"""Acceptance of the front under load: warm keys follow the plan, a killed engine fails nothing
+that had not started streaming, and the in-flight count is the truth (also after disconnects)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+
+import openai
+import pytest
+
+from cacheroute_state import Stores
+from dataplane.core.keys import hash_key
+from dataplane.server import RouterServer
+from sim.engine_model import DEFAULT_PROFILE
+from tests.dataplane.http_front.conftest import SimEngines, front_url, running_front
+from tests.dataplane.http_front.metrics_util import in_flight, metric_sum, node_load
+from tests.dataplane.test_router_service import rollout, store_plan, warm_keys
+from tests.support.factories import small_plan
+
+pytestmark = [pytest.mark.redis, pytest.mark.grpc]
+MODEL = DEFAULT_PROFILE  # simengine serves its profile's name
+MESSAGES = [{"role": "user", "content": "a question about the shared context"}]
+
+
+def client(server: RouterServer) -> openai.AsyncOpenAI:
+    return openai.AsyncOpenAI(
+        base_url=f"{front_url(server)}/v1", api_key="unused", max_retries=0, timeout=120
+    )
+
+
+async def _until(check: object, timeout_s: float = 20.0) -> None:
+    assert callable(check)
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while not check():
+        if asyncio.get_running_loop().time() > deadline:
+            pytest.fail(f"condition not met within {timeout_s} s")
+        await asyncio.sleep(0.02)
+
+
+async def test_warm_keys_go_where_the_active_plan_says(
+    redis_url: str, stores: Stores, shared_engines: SimEngines
+) -> None:
+    table = small_plan(nodes=4, keys=20)
+    async with running_front(redis_url, stores, shared_engines.addresses) as server:
+        generation = await rollout(stores, await store_plan(stores, table))
+        await _until(lambda: server.router.pools["default"].table_generation == generation)
+        api = client(server)
+        keys = warm_keys(table)
+        assert keys
+        for key in keys:
+            raw = await api.chat.completions.with_raw_response.create(
+                model=MODEL,
+                messages=MESSAGES,
+                max_tokens=2,
+                extra_headers={"x-cacheroute-key": key},
+            )
+            members = table.destination_ids(hash_key(key))
+            assert members is not None
+            assert raw.headers["x-cacheroute-node"] in members, key
+            assert raw.headers["x-cacheroute-reason"] == "warm"
+            assert raw.headers["x-cacheroute-version"] == table.version
+            assert raw.headers["x-cacheroute-generation"] == str(generation)
+
+
+async def test_killing_an_engine_fails_no_request_that_had_not_started_streaming(
+    redis_url: str, stores: Stores, engines: SimEngines
+) -> None:
+    async with running_front(redis_url, stores, engines.addresses) as server:
+        api = client(server)
+        started: list[bool] = []
+        failures: list[tuple[bool, str]] = []
+
+        async def one(index: int) -> None:
+            began = False
+            try:
+                stream = await api.chat.completions.create(
+                    model=MODEL, messages=MESSAGES, max_tokens=40, stream=True,
+                    extra_body={"prompt_cache_key": f"tenant-{index % 13}"},
+                )  # fmt: skip
+                async for _chunk in stream:
+                    began = True
+            except Exception as exc:
+                failures.append((began, repr(exc)))
+            started.append(began)
+
+        tasks = []
+        for index in range(80):
+            tasks.append(asyncio.create_task(one(index)))
+            if index == 30:
+                engines.kill(2)
+            await asyncio.sleep(0.05)
+        await asyncio.gather(*tasks)
+        assert len(started) == 80
+        unstarted = [f for f in failures if not f[0]]
+        assert unstarted == []
+        assert metric_sum(server, "cacheroute_router_http_retries_total", cause="connect") > 0
+        await _until(lambda: in_flight(server) == {})
+
+
+async def test_a_client_that_disconnects_mid_stream_frees_its_in_flight_count(
+    redis_url: str, stores: Stores, shared_engines: SimEngines
+) -> None:
+    async with running_front(redis_url, stores, shared_engines.addresses) as server:
+        api = client(server)
+        raw = await api.chat.completions.with_raw_response.create(
+            model=MODEL, messages=MESSAGES, max_tokens=20_000, stream=True
+        )
+        node = raw.headers["x-cacheroute-node"]
+        stream = raw.parse()
+        got = 0
+        async for _chunk in stream:
+            got += 1
+            if got == 3:
+                break
+        assert in_flight(server) == {node: 1.0}
+        assert node_load(server)[node] == 1.0
+        await stream.close()  # the client goes away mid-stream
+        await _until(lambda: in_flight(server) == {})
+        assert node_load(server)[node] == 0.0
+        assert metric_sum(server, "cacheroute_router_http_client_disconnects_total") == 1
+
+
+async def test_in_flight_per_node_equals_the_open_requests_at_quiet_points(
+    redis_url: str, stores: Stores, shared_engines: SimEngines
+) -> None:
+    async with running_front(redis_url, stores, shared_engines.addresses) as server:
+        api = client(server)
+        open_streams: list[tuple[str, object]] = []
+        for index in range(16):  # long streams, each read until its first chunk
+            raw = await api.chat.completions.with_raw_response.create(
+                model=MODEL, messages=MESSAGES, max_tokens=20_000, stream=True,
+                extra_body={"prompt_cache_key": f"k{index}"},
+            )  # fmt: skip
+            stream = raw.parse()
+            await stream.__anext__()
+            open_streams.append((raw.headers["x-cacheroute-node"], stream))
+
+        def truth() -> dict[str, float]:
+            return {n: float(c) for n, c in Counter(n for n, _ in open_streams).items()}
+
+        # quiet point 1: 16 open streams, plus short requests that came and went
+        done = await asyncio.gather(
+            *(api.completions.create(model=MODEL, prompt=f"short {i}", max_tokens=2)
+              for i in range(12))
+        )  # fmt: skip
+        assert len(done) == 12
+        assert in_flight(server) == truth()
+        assert {n: v for n, v in node_load(server).items() if v} == truth()
+        # quiet point 2: close every other stream (client disconnects)
+        for _, stream in open_streams[::2]:
+            await stream.close()  # type: ignore[attr-defined]
+        open_streams = open_streams[1::2]
+        await _until(lambda: in_flight(server) == truth())
+        assert {n: v for n, v in node_load(server).items() if v} == truth()
+        # quiet point 3: none open
+        for _, stream in open_streams:
+            await stream.close()  # type: ignore[attr-defined]
+        open_streams = []
+        await _until(lambda: in_flight(server) == {})
+        assert set(node_load(server).values()) == {0.0}

@@ -1,0 +1,69 @@
+"""Options declared once: flag, environment variable, YAML key, default in --help, validation."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from servekit.flags import positive_float, positive_int
+from servekit.options import Option, OptionSet, list_option
+from servekit.settings import SettingsError
+
+RATE = Option("rate", 1.5, positive_float, "requests per second")
+KV_BLOCKS: Option[int | None] = Option("kv_blocks", None, positive_int, "cache blocks")
+MODE = Option("mode", "fast", str, "how", choices=("fast", "slow"))
+PORTS = list_option("ports", "ports to use", positive_int, metavar="PORT")
+OPTIONS = OptionSet(RATE, KV_BLOCKS, MODE, PORTS)
+
+
+def parse(argv: list[str], env: dict[str, str] | None = None) -> argparse.Namespace:
+    return OPTIONS.parse(OPTIONS.parser(prog="t"), argv, env or {})
+
+
+def test_one_declaration_yields_flag_env_name_and_help_with_default() -> None:
+    text = OPTIONS.parser(prog="t").format_help()
+    assert "--kv-blocks" in text and "CACHEROUTE_KV_BLOCKS" in text
+    assert "(default: 1.5; env: CACHEROUTE_RATE)" in " ".join(text.split())
+    assert (RATE.flag, RATE.env) == ("--rate", "CACHEROUTE_RATE")
+
+
+def test_flags_beat_the_environment_which_beats_the_file_which_beats_the_default(
+    tmp_path: Path,
+) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text("rate: 3\nkv-blocks: 7\nmode: slow\nports: [1, 2]\n")
+    args = parse(["--config", str(config)])
+    assert (RATE.value(args), KV_BLOCKS.value(args), MODE.value(args)) == (3.0, 7, "slow")
+    assert PORTS.value(args) == ["1", "2"]
+    args = parse(["--config", str(config)], {"CACHEROUTE_RATE": "4", "CACHEROUTE_PORTS": "5;6 7"})
+    assert RATE.value(args) == 4.0
+    assert PORTS.value(args) == ["5", "6", "7"]
+    args = parse(["--rate", "5", "--ports", "9"], {"CACHEROUTE_RATE": "4", "CACHEROUTE_PORTS": "8"})
+    assert (RATE.value(args), PORTS.value(args)) == (5.0, ["9"])
+    assert (KV_BLOCKS.value(parse([])), MODE.value(parse([]))) == (None, "fast")
+
+
+def test_every_source_is_validated_alike_and_errors_name_the_source(tmp_path: Path) -> None:
+    with pytest.raises(SettingsError, match="CACHEROUTE_RATE: must be a positive number"):
+        parse([], {"CACHEROUTE_RATE": "0"})
+    with pytest.raises(SettingsError, match="CACHEROUTE_MODE: 'medium' is not one of fast, slow"):
+        parse([], {"CACHEROUTE_MODE": "medium"})
+    with pytest.raises(SettingsError, match="CACHEROUTE_PORTS: must be a positive integer"):
+        parse([], {"CACHEROUTE_PORTS": "1 -2"})
+    config = tmp_path / "c.yaml"
+    config.write_text("kv_blocks: -1\n")
+    with pytest.raises(SettingsError, match=r"c\.yaml:kv_blocks: must be a positive integer"):
+        parse(["--config", str(config)])
+    config.write_text("colour: red\n")
+    with pytest.raises(SettingsError, match="unknown option 'colour'"):
+        parse(["--config", str(config)])
+
+
+def test_a_bad_flag_exits_with_status_2_naming_it(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv in (["--rate", "0"], ["--ports", "0"], ["--mode", "medium"]):
+        with pytest.raises(SystemExit) as raised:
+            parse(argv)
+        assert raised.value.code == 2
+        assert argv[0] in capsys.readouterr().err
