@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import math
+import os
 import re
 import sys
 from collections.abc import Sequence
@@ -49,6 +50,7 @@ from servekit.settings import SettingsError, add_config_flag, document_env, pars
 from servekit.tls import ClientTlsConfig
 
 DEFAULT_CONTROLPLANE = "127.0.0.1:50051"
+TOKEN_ENV = "CACHEROUTE_TOKEN"
 log = structlog.get_logger("agents")
 
 
@@ -80,7 +82,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--controlplane",
         default=DEFAULT_CONTROLPLANE,
-        help=f"control plane gRPC HOST:PORT (default: {DEFAULT_CONTROLPLANE})",
+        help="control-plane gRPC HOST:PORT, or several comma-separated (a DNS name may resolve "
+        f"to several); tried in turn on reconnect (default: {DEFAULT_CONTROLPLANE})",
+    )
+    p.add_argument(
+        "--token-file",
+        type=Path,
+        help=f"file holding the bearer token for the control plane (else ${TOKEN_ENV})",
     )
     p.add_argument("--interval", type=float, default=0.25, help="scrape/report seconds (0.25)")
     p.add_argument("--scrape-timeout", type=float, default=1.0, help="GET /metrics timeout (1.0 s)")
@@ -229,6 +237,32 @@ def _listen(value: str) -> tuple[str, int]:
         raise ConfigError(f"--metrics-listen {value!r}: {exc}") from None
 
 
+def controlplanes(value: str) -> list[str]:
+    """``--controlplane``: one or more comma-separated HOST:PORT."""
+    targets = [t.strip() for t in str(value).split(",") if t.strip()]
+    for target in targets:
+        host, sep, port = target.rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise ConfigError(f"--controlplane {target!r}: expected HOST:PORT")
+    if not targets:
+        raise ConfigError("--controlplane: give at least one HOST:PORT")
+    return targets
+
+
+def read_token(path: Path | None, environ: dict[str, str] | None = None) -> str | None:
+    """The bearer token from ``--token-file`` (stripped), else ``$CACHEROUTE_TOKEN``."""
+    if path is not None:
+        try:
+            token = path.read_text().strip()
+        except OSError as exc:
+            raise ConfigError(f"--token-file {path}: {exc.strerror}") from None
+        if not token:
+            raise ConfigError(f"--token-file {path} is empty")
+        return token
+    env = os.environ if environ is None else environ
+    return env.get(TOKEN_ENV, "").strip() or None
+
+
 async def serve(configs: list[AgentConfig], args: argparse.Namespace) -> int:
     """Run every agent until SIGTERM/SIGINT; returns the exit code."""
     stop_signal = asyncio.create_task(wait_for_signal())
@@ -246,9 +280,10 @@ async def serve(configs: list[AgentConfig], args: argparse.Namespace) -> int:
                 Agent(
                     c,
                     session=session,
-                    controlplane=args.controlplane,
+                    controlplane=controlplanes(args.controlplane),
                     metrics=metrics,
                     credentials=credentials,
+                    token=read_token(args.token_file),
                 )
                 for c in configs
             ]
@@ -272,6 +307,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parse_settings(parser, argv)
         configs = agent_configs(args)
+        controlplanes(args.controlplane)
+        read_token(args.token_file)
         client_tls(args)
         if args.metrics_listen:
             _listen(args.metrics_listen)

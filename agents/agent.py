@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import aiohttp
@@ -52,10 +53,11 @@ class Agent:
         config: AgentConfig,
         *,
         session: aiohttp.ClientSession,
-        controlplane: str,
+        controlplane: str | Sequence[str],
         metrics: AgentMetrics,
         credentials: grpc.ChannelCredentials | None = None,
         backoff: Backoff | None = None,
+        token: str | None = None,
     ) -> None:
         self.config = config
         self._node_metrics = metrics.for_node(config.node_id)
@@ -67,7 +69,11 @@ class Agent:
             metrics=self._node_metrics,
         )
         self.reporter = Reporter(
-            controlplane, metrics=self._node_metrics, credentials=credentials, backoff=backoff
+            controlplane,
+            metrics=self._node_metrics,
+            credentials=credentials,
+            backoff=backoff,
+            token=token,
         )
         self._stop = asyncio.Event()
         self._log = log.bind(node_id=config.node_id, engine=config.metrics_url)
@@ -83,7 +89,7 @@ class Agent:
     async def run(self) -> None:
         """Scrape and report until :meth:`stop`; then send leaving and close the stream."""
         self.reporter.start()
-        self._log.info("agent_started", controlplane=self.reporter.target)
+        self._log.info("agent_started", controlplane=",".join(self.reporter.targets))
         loop = asyncio.get_running_loop()
         try:
             while not self._stop.is_set():

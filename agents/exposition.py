@@ -50,11 +50,11 @@ class Exposition:
         return list(self._samples.get(name, ()))
 
     def values(self, name: str) -> list[float]:
-        """Finite values of ``name`` (NaN and ±Inf dropped: they carry no load)."""
-        return [s.value for s in self._samples.get(name, ()) if math.isfinite(s.value)]
+        """One finite value per distinct replica of ``name`` (see :func:`collapse`)."""
+        return collapse(self._samples.get(name, ()))
 
     def sum(self, name: str) -> float | None:
-        """Sum over label sets (vLLM's ``engine``, SGLang's ranks); None when absent."""
+        """Sum over replicas (vLLM's ``engine``, SGLang's ``dp_rank``); None when absent."""
         values = self.values(name)
         return math.fsum(values) if values else None
 
@@ -73,6 +73,38 @@ class Exposition:
 
     def label_values(self, name: str, label: str) -> list[str]:
         return [s.labels[label] for s in self._samples.get(name, ()) if label in s.labels]
+
+
+# Labels of ranks that hold copies of one scheduler's numbers (tensor / pipeline / expert
+# parallel): SGLang's --enable-metrics-for-all-schedulers exports one series per rank.
+COPY_RANK_LABELS = ("tp_rank", "pp_rank", "moe_ep_rank", "attn_tp_rank", "attn_cp_rank")
+PRIORITY_LABEL = "priority"
+
+
+def _rank(series: Series) -> tuple[int, ...]:
+    ranks = []
+    for label in COPY_RANK_LABELS:
+        raw = series.labels.get(label, "0")
+        ranks.append(int(raw) if raw.isdigit() else 0)
+    return tuple(ranks)
+
+
+def collapse(series: Iterable[Series]) -> list[float]:
+    """One value per replica: NaN/±Inf dropped (they carry no load); with a ``priority`` label,
+    the total series (``priority=""``) when present instead of the per-priority ones; of series
+    that differ only in tensor/pipeline/expert ranks, the lowest rank's. What remains (data-
+    parallel ranks, vLLM's ``engine``) are distinct replicas that callers sum or average."""
+    found = [s for s in series if math.isfinite(s.value)]
+    if any(PRIORITY_LABEL in s.labels for s in found):
+        totals = [s for s in found if not s.labels.get(PRIORITY_LABEL)]
+        found = totals or found
+    chosen: dict[tuple[tuple[str, str], ...], Series] = {}
+    for s in found:
+        key = tuple(sorted((k, v) for k, v in s.labels.items() if k not in COPY_RANK_LABELS))
+        held = chosen.get(key)
+        if held is None or _rank(s) < _rank(held):
+            chosen[key] = s
+    return [s.value for s in chosen.values()]
 
 
 def parse(

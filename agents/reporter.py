@@ -12,14 +12,23 @@
   resets once a stream has stayed up for a second or a directive arrives.
 - :meth:`~Reporter.close` sends the final report with ``leaving = true``, half-closes the stream
   and waits briefly for the server to end it.
+- Several control-plane addresses (and a DNS name that resolves to several, re-resolved on each
+  reconnect) are tried in turn: every instance accepts reports, so after a lost or refused stream
+  the agent moves to the next address instead of waiting for one instance (the dead leader) to
+  come back. With TLS the certificate is still checked against the configured host name.
+- With a token (``--token-file`` / ``$CACHEROUTE_TOKEN``) every stream carries
+  ``authorization: Bearer TOKEN``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import random
+import socket
 import time
+from collections.abc import Sequence
 
 import grpc
 import structlog
@@ -69,21 +78,27 @@ class Reporter:
 
     def __init__(
         self,
-        target: str,
+        target: str | Sequence[str],
         *,
         metrics: NodeMetrics,
         credentials: grpc.ChannelCredentials | None = None,
         backoff: Backoff | None = None,
         stable_after_s: float = 1.0,
         close_timeout_s: float = 2.0,
+        token: str | None = None,
     ) -> None:
-        self.target = target
+        self.targets = [target] if isinstance(target, str) else list(target)
+        if not self.targets:
+            raise ValueError("a reporter needs at least one control-plane address")
+        self.target = self.targets[0]  # the address in use (or tried last)
+        self._attempt = 0
+        self._metadata = (("authorization", f"Bearer {token}"),) if token else None
         self._metrics = metrics
         self._credentials = credentials
         self._backoff = backoff or Backoff()
         self._stable_after_s = stable_after_s
         self._close_timeout_s = close_timeout_s
-        self._log = log.bind(node_id=metrics.node_id, controlplane=target)
+        self._log = log.bind(node_id=metrics.node_id)
         self._latest: agent_pb2.NodeReport | None = None
         self._pending = False
         self._wake = asyncio.Event()
@@ -152,8 +167,8 @@ class Reporter:
 
     async def _stream(self) -> tuple[bool, str]:
         """One stream, until it is lost or the reporter closes: (was it open, why it ended)."""
-        channel = self._open_channel()
-        call = agent_pb2_grpc.AgentServiceStub(channel).Connect()
+        channel = await self._open_channel()
+        call = agent_pb2_grpc.AgentServiceStub(channel).Connect(metadata=self._metadata)
         reader = asyncio.create_task(self._read(call))
         opened = time.monotonic()
         self._pending = self._latest is not None  # the newest report (re)joins the node at once
@@ -185,10 +200,42 @@ class Reporter:
             call.cancel()
             await channel.close(grace=None)
 
-    def _open_channel(self) -> grpc.aio.Channel:
+    async def _candidates(self) -> list[tuple[str, str]]:
+        """(address to dial, configured host) for every address, names resolved to each IP."""
+        found: list[tuple[str, str]] = []
+        loop = asyncio.get_running_loop()
+        for target in self.targets:
+            host, _, port = target.rpartition(":")
+            bare = host.strip("[]")
+            try:
+                ipaddress.ip_address(bare)
+            except ValueError:
+                pass
+            else:
+                found.append((target, bare))
+                continue
+            try:
+                infos = await loop.getaddrinfo(bare, port, type=socket.SOCK_STREAM)
+            except (OSError, UnicodeError):
+                found.append((target, bare))  # let gRPC report the failure
+                continue
+            ips = sorted({str(info[4][0]) for info in infos})
+            found += [(f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}", bare) for ip in ips]
+        return found or [(self.targets[0], self.targets[0].rpartition(":")[0])]
+
+    async def _open_channel(self) -> grpc.aio.Channel:
+        """A channel to the next candidate address (round robin over reconnects)."""
+        candidates = await self._candidates()
+        address, host = candidates[self._attempt % len(candidates)]
+        self._attempt += 1
+        self.target = address
+        self._log = self._log.bind(controlplane=address)
         if self._credentials is None:
-            return grpc.aio.insecure_channel(self.target, options=CHANNEL_OPTIONS)
-        return grpc.aio.secure_channel(self.target, self._credentials, options=CHANNEL_OPTIONS)
+            return grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+        options: tuple[tuple[str, int | str], ...] = CHANNEL_OPTIONS
+        if address.rpartition(":")[0].strip("[]") != host:
+            options = (*options, ("grpc.ssl_target_name_override", host))
+        return grpc.aio.secure_channel(address, self._credentials, options=options)
 
     def _take(self) -> agent_pb2.NodeReport:
         assert self._latest is not None

@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # grpc is imported when a client is made: offline commands st
 
 DEFAULT_TARGET = "127.0.0.1:50051"
 TARGET_ENV = "CACHEROUTE_TARGET"
+TOKEN_ENV = "CACHEROUTE_TOKEN"  # the bearer token for a control plane run with --auth-file
 DEFAULT_TIMEOUT_S = 10.0
 _OPTIONS = (
     ("grpc.max_receive_message_length", 256 * 1024 * 1024),
@@ -64,7 +65,14 @@ def add_target_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--tls-cert", type=Path, metavar="PEM", help="client certificate (mTLS)")
     group.add_argument("--tls-key", type=Path, metavar="PEM", help="client private key (mTLS)")
     group.add_argument(
-        "--actor", help="who to record in the audit trail (default: cachectl:$USER)"
+        "--token-file",
+        type=Path,
+        metavar="FILE",
+        help=f"file holding the bearer token (default: ${TOKEN_ENV}; never on the command line)",
+    )
+    group.add_argument(
+        "--actor", help="who to record in the audit trail (default: cachectl:$USER; with "
+        "authentication the server records the token's name instead)"
     )  # fmt: skip
 
 
@@ -91,7 +99,12 @@ class AdminClient:
     """Blocking stubs of one control plane; use as a context manager."""
 
     def __init__(
-        self, address: str, *, timeout_s: float, tls: ClientTlsConfig | None = None
+        self,
+        address: str,
+        *,
+        timeout_s: float,
+        tls: ClientTlsConfig | None = None,
+        token: str | None = None,
     ) -> None:
         import grpc  # noqa: PLC0415 - see the TYPE_CHECKING import
 
@@ -99,6 +112,7 @@ class AdminClient:
 
         self.address = address
         self.timeout_s = timeout_s
+        self.metadata = (("authorization", f"Bearer {token}"),) if token else None
         try:
             if tls is None:
                 self.channel = grpc.insecure_channel(address, options=_OPTIONS)
@@ -115,7 +129,7 @@ class AdminClient:
         import grpc  # noqa: PLC0415
 
         try:
-            return method(request, timeout=self.timeout_s)
+            return method(request, timeout=self.timeout_s, metadata=self.metadata)
         except grpc.RpcError as exc:
             raise AdminError(self.describe(exc), exc.code()) from None
 
@@ -131,6 +145,8 @@ class AdminClient:
                 f"cannot reach the control plane at {self.address} ({details}); "
                 f"is it running? (--target or ${TARGET_ENV})"
             )
+        if code is grpc.StatusCode.UNAUTHENTICATED:
+            return f"UNAUTHENTICATED: {details} (set ${TOKEN_ENV} or --token-file)"
         if code is grpc.StatusCode.DEADLINE_EXCEEDED:
             return f"the control plane at {self.address} did not answer within {self.timeout_s} s"
         return f"{code.name}: {details}"
@@ -165,7 +181,22 @@ def connect(args: argparse.Namespace) -> AdminClient:
     from servekit.tls import ClientTlsConfig  # noqa: PLC0415 - imports grpc
 
     tls = ClientTlsConfig(ca, cert, key) if ca is not None else None
-    return AdminClient(target(args), timeout_s=timeout, tls=tls)
+    return AdminClient(target(args), timeout_s=timeout, tls=tls, token=token(args))
+
+
+def token(args: argparse.Namespace, environ: dict[str, str] | None = None) -> str | None:
+    """The bearer token: ``--token-file`` (stripped), else ``$CACHEROUTE_TOKEN``, else none."""
+    path: Path | None = getattr(args, "token_file", None)
+    if path is not None:
+        try:
+            text = path.read_text().strip()
+        except OSError as exc:
+            raise CliError(f"--token-file {path}: {exc.strerror}") from None
+        if not text:
+            raise CliError(f"--token-file {path} is empty")
+        return text
+    env = os.environ if environ is None else environ
+    return env.get(TOKEN_ENV, "").strip() or None
 
 
 def to_json(message: Message) -> dict[str, Any]:

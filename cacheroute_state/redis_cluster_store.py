@@ -6,6 +6,7 @@ import struct
 from collections.abc import Sequence
 
 import redis.asyncio as aioredis
+from redis.asyncio.cluster import RedisCluster
 
 from cacheroute.v1 import agent_pb2, cluster_pb2
 from cacheroute_state import schema
@@ -125,6 +126,10 @@ class RedisClusterStore(ClusterStore):
     @unavailable_on_redis_error
     async def publish_load(self, snapshot: cluster_pb2.LoadSnapshot) -> None:
         data = snapshot.SerializeToString()
+        if isinstance(self._redis, RedisCluster):  # a cluster pipeline refuses PUBLISH
+            await self._redis.set(schema.pool_key(snapshot.pool, "load"), data)
+            await self._redis.publish(schema.load_channel(snapshot.pool), data)
+            return
         async with self._redis.pipeline(transaction=False) as pipe:
             pipe.set(schema.pool_key(snapshot.pool, "load"), data)
             pipe.publish(schema.load_channel(snapshot.pool), data)

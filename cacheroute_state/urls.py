@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import re
 from urllib.parse import urlsplit, urlunsplit
+
+SENTINEL_SCHEME = "redis+sentinel://"
+CLUSTER_SCHEME = "redis+cluster://"
 
 
 def redacted(url: str) -> str:
-    """``url`` with any password replaced by ``***`` (``redis://:***@host:6379/0``)."""
+    """``url`` with any password replaced by ``***`` (``redis://:***@host:6379/0``; in a
+    ``redis+sentinel://`` URL also ``sentinel_password=***``)."""
+    if url.startswith((SENTINEL_SCHEME, CLUSTER_SCHEME)):  # several hosts: no urlsplit
+        hidden = re.sub(r"^(redis\+\w+://[^:@/]*):[^@/]*@", r"\1:***@", url)
+        return re.sub(r"(sentinel_password=)[^&]*", r"\1***", hidden)
     try:
         parts = urlsplit(url)
     except ValueError:

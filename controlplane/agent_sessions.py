@@ -17,6 +17,7 @@ from cacheroute_state import Stores
 from cacheroute_state.interfaces import ReportRecord
 from controlplane.errors import NodeIdTakenError, StreamSupersededError
 from controlplane.nodes import Liveness, is_down, validate_address, validate_weight
+from controlplane.report_checks import NO_RULES, ReportRules, check_identity, check_report
 from dataplane.core.names import validate_node_id, validate_pool
 
 
@@ -33,8 +34,10 @@ class AgentSession:
         report_interval_ms: int,
         draining: bool,
         last_report: agent_pb2.NodeReport,
+        rules: ReportRules = NO_RULES,
     ) -> None:
         self._stores = stores
+        self._rules = rules
         self.pool = pool
         self.node_id = node_id
         self.stream_id = stream_id
@@ -62,6 +65,7 @@ class AgentSession:
     ) -> agent_pb2.AgentDirective | None:
         """Store a later report; returns a directive when the drain state changed."""
         self._check_identity(report)
+        check_report(report, self._rules)
         report.node_id, report.pool = self.node_id, self.pool
         if report.address and report.address != self.last_report.address:
             validate_address(report.address)
@@ -103,8 +107,12 @@ async def join(
     now_ms: int,
     liveness: Liveness,
     report_interval_ms: int,
+    rules: ReportRules = NO_RULES,
+    identity: str = "",
 ) -> AgentSession:
-    """Validate the first report, claim the node and register it (NodeRecord, pool)."""
+    """Validate the first report, claim the node and register it (NodeRecord, pool).
+
+    ``identity`` is the authenticated agent name ("" without authentication)."""
     if not report.node_id:
         raise ValueError("the first report must carry node_id")
     if not report.address:
@@ -113,7 +121,11 @@ async def join(
     node_id = validate_node_id(report.node_id)
     validate_address(report.address)
     validate_weight(report.weight)
+    check_report(report, rules)
     report.pool = pool
+    existing = await stores.cluster.get_node(pool, node_id)
+    if existing is not None and not existing.static:
+        check_identity(node_id, existing.registered_by, identity)
     current = await stores.cluster.get_report(pool, node_id)
     if (
         current is not None
@@ -125,7 +137,6 @@ async def join(
             f"node id {node_id} in pool {pool} is taken by another agent (reporting from "
             f"{current.report.address})"
         )
-    existing = await stores.cluster.get_node(pool, node_id)
     record = cluster_pb2.NodeRecord(
         node_id=node_id,
         pool=pool,
@@ -138,6 +149,7 @@ async def join(
         registered_at_unix_ms=(
             existing.registered_at_unix_ms if existing and not existing.static else now_ms
         ),
+        registered_by=identity,
     )
     claimed = ReportRecord(report=report, received_at_unix_ms=now_ms, stream_id=stream_id)
     await stores.cluster.put_report(pool, claimed, claim=True)
@@ -151,4 +163,5 @@ async def join(
         report_interval_ms=report_interval_ms,
         draining=record.draining,
         last_report=report,
+        rules=rules,
     )

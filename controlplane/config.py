@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cacheroute_state.embedded import DEFAULT_PORT, default_data_dir
+from controlplane.report_checks import parse_networks
 from servekit.addresses import parse_host_port
 from servekit.flags import (
     HelpFormatter,
@@ -52,6 +53,12 @@ class ControlPlaneConfig:
     rate_update_interval_s: float = 1.0
     rate_max_keys: int = 250_000
     leader_lease_ttl_s: float = 3.0
+    # >= the agents' longest reconnect backoff (5 s) plus a connect: see controlplane/loads.py.
+    leader_grace_s: float = 8.0
+    # CIDRs agent-reported engine addresses must lie in; empty: any address (see report_checks).
+    agent_networks: tuple[str, ...] = ()
+    # YAML list of {name, role, sha256|subject}: every RPC then needs a token or known cert.
+    auth_file: Path | None = None
     grace_s: float = 5.0
     tls: TlsConfig | None = None
     log_json: bool = True
@@ -164,6 +171,26 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds the leader lease lives without renewal (renewed every third of it)",
     )
     add(
+        "--leader-grace",
+        type=non_negative_float,
+        default=8.0,
+        help="seconds a new leader keeps nodes the previous snapshot showed healthy up while "
+        "their agents reconnect (longer than the agents' reconnect backoff)",
+    )
+    add(
+        "--auth-file",
+        type=Path,
+        default=None,
+        help="YAML list of clients {name, role: read|write|agent, sha256: hex SHA-256 of the "
+        "bearer token | subject: mTLS certificate name}; every RPC then needs credentials",
+    )
+    add(
+        "--agent-networks",
+        default="",
+        help="comma-separated CIDRs that agent-reported engine addresses must lie in "
+        "(e.g. 10.0.0.0/8,fd00::/8); empty: any address",
+    )
+    add(
         "--shutdown-grace",
         type=non_negative_float,
         default=5.0,
@@ -186,6 +213,11 @@ def parse_config(
         tls = server_tls(args)
     except SettingsError as exc:
         parser.error(str(exc))
+    agent_networks = tuple(n.strip() for n in str(args.agent_networks).split(",") if n.strip())
+    try:
+        parse_networks(agent_networks)
+    except ValueError as exc:
+        parser.error(f"--agent-networks: {exc}")
     metrics_listen = "" if args.metrics_listen in ("", "off") else args.metrics_listen
     try:
         if metrics_listen:
@@ -210,6 +242,9 @@ def parse_config(
         rate_update_interval_s=args.rate_update_interval,
         rate_max_keys=args.rate_max_keys,
         leader_lease_ttl_s=args.leader_lease_ttl,
+        leader_grace_s=args.leader_grace,
+        agent_networks=agent_networks,
+        auth_file=args.auth_file,
         grace_s=args.shutdown_grace,
         tls=tls,
         log_json=args.log_format == "json",

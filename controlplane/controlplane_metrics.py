@@ -63,6 +63,19 @@ class ControlPlaneMetrics:
             "Node reports received on this instance.",
             registry=r,
         )
+        self.auth_refusals = Counter(
+            "cacheroute_controlplane_auth_refusals",
+            "RPCs refused by --auth-file (code: UNAUTHENTICATED or PERMISSION_DENIED).",
+            ["method", "code"],
+            registry=r,
+        )
+        self.agent_reports_rejected = Counter(
+            "cacheroute_controlplane_agent_reports_rejected",
+            "Node reports refused with INVALID_ARGUMENT (reason: load, interval, address, "
+            "identity, weight).",
+            ["reason"],
+            registry=r,
+        )
         self.rate_keys = Gauge(
             "cacheroute_controlplane_rate_estimator_keys",
             "Keys tracked by the rate estimator, by pool.",

@@ -8,6 +8,13 @@ only grows. ``observed_at`` is the oldest time at which a healthy agent node's l
 estimated on the control plane's clock as ``received_at − (sent_at − scraped_at)`` (only the
 agent's own clock differences are used); with no such node it is the publish time. Routers keep
 the decisions they made after it as their in-flight correction.
+
+Leadership changes: each new term of this instance reads the stored snapshot once per pool and
+publishes under ``leader_term`` = the stored one + 1 (routers order snapshots by
+``(leader_term, seq)``, never by wall time). For ``grace_ms`` after it became leader, a node that
+the previous snapshot showed healthy is not marked down for *missing* reports: its agent may
+still be reconnecting to this instance (a leave, a stale report or a node already down stays as
+it is).
 """
 
 from __future__ import annotations
@@ -35,33 +42,61 @@ def observed_at(
 
 
 class LoadPublisher:
-    def __init__(self, stores: Stores, metrics: ControlPlaneMetrics, liveness: Liveness) -> None:
+    def __init__(
+        self,
+        stores: Stores,
+        metrics: ControlPlaneMetrics,
+        liveness: Liveness,
+        *,
+        grace_ms: int = 0,
+    ) -> None:
         self._stores = stores
         self._metrics = metrics
         self._liveness = liveness
+        self._grace_ms = grace_ms
         self._term = -1
+        self._grace_until_ms = 0
         self._seq: dict[str, int] = {}
+        self._leader_term: dict[str, int] = {}
+        self._grace_nodes: dict[str, frozenset[str]] = {}  # healthy in the previous snapshot
         self._labelled: dict[str, set[str]] = {}  # pool -> nodes with per-node gauges
 
     async def publish_all(self, term: int, now_ms: int) -> list[cluster_pb2.LoadSnapshot]:
         if term != self._term:
             self._seq.clear()
+            self._leader_term.clear()
+            self._grace_nodes.clear()
             self._term = term
+            self._grace_until_ms = now_ms + self._grace_ms
         return [await self.publish(pool, now_ms) for pool in await self._stores.plans.pools()]
+
+    async def _start_term(self, pool: str) -> None:
+        previous = await self._stores.cluster.get_load(pool)
+        self._seq[pool] = previous.seq if previous is not None else 0
+        self._leader_term[pool] = (previous.leader_term if previous is not None else 0) + 1
+        self._grace_nodes[pool] = frozenset(
+            n.node_id for n in (previous.nodes if previous is not None else ()) if n.healthy
+        )
 
     async def publish(self, pool: str, now_ms: int) -> cluster_pb2.LoadSnapshot:
         records = await self._stores.cluster.get_nodes(pool)
         reports = await self._stores.cluster.get_reports(pool)
-        statuses = [node_status(r, reports.get(r.node_id), now_ms, self._liveness) for r in records]
         if pool not in self._seq:
-            previous = await self._stores.cluster.get_load(pool)
-            self._seq[pool] = previous.seq if previous is not None else 0
+            await self._start_term(pool)
+        grace = self._grace_nodes[pool] if now_ms < self._grace_until_ms else frozenset()
+        statuses = [
+            node_status(
+                r, reports.get(r.node_id), now_ms, self._liveness, in_grace=r.node_id in grace
+            )
+            for r in records
+        ]
         self._seq[pool] += 1
         snapshot = cluster_pb2.LoadSnapshot(
             pool=pool,
             seq=self._seq[pool],
             observed_at_unix_ms=observed_at(statuses, reports, now_ms),
             nodes=[s.load for s in statuses],
+            leader_term=self._leader_term[pool],
         )
         await self._stores.cluster.publish_load(snapshot)
         self._record(pool, statuses)

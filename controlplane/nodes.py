@@ -73,9 +73,15 @@ def effective_weight(weight: float) -> float:
     return weight if weight > 0 else 1.0
 
 
-def is_down(report: ReportRecord | None, now_ms: int, liveness: Liveness) -> bool:
+def is_down(
+    report: ReportRecord | None, now_ms: int, liveness: Liveness, *, in_grace: bool = False
+) -> bool:
+    """Down: never reported, left, or silent past its timeout (not while ``in_grace``: a new
+    leader's first seconds, when agents are still reconnecting to it)."""
     if report is None or report.report.leaving:
         return True
+    if in_grace:
+        return False
     age = now_ms - report.received_at_unix_ms
     return age > liveness.timeout_ms(report.report.report_interval_ms)
 
@@ -85,6 +91,8 @@ def node_status(
     report: ReportRecord | None,
     now_ms: int,
     liveness: Liveness,
+    *,
+    in_grace: bool = False,
 ) -> admin_pb2.NodeStatus:
     """A node's current state (module docstring) as the admin API and the snapshots show it."""
     load = cluster_pb2.NodeLoad(
@@ -96,7 +104,7 @@ def node_status(
     if record.static:
         load.healthy = True
         return admin_pb2.NodeStatus(record=record, load=load, down=False, last_report_age_ms=0)
-    down = is_down(report, now_ms, liveness)
+    down = is_down(report, now_ms, liveness, in_grace=in_grace)
     age = -1
     if report is not None:
         r = report.report

@@ -25,6 +25,7 @@ from cacheroute_state.interfaces import (
     PlanNotFoundError,
     StoreUnavailableError,
 )
+from controlplane.auth import caller_name
 from controlplane.controlplane_metrics import ControlPlaneMetrics
 from controlplane.errors import (
     NodeIdTakenError,
@@ -107,5 +108,6 @@ def rpc(
 
 
 def actor_of(requested: str, context: grpc.aio.ServicerContext[object, object]) -> str:
-    """Who did it: the actor the client named, else its peer address."""
-    return requested.strip() or f"anonymous@{context.peer()}"
+    """Who did it: the authenticated caller (``--auth-file``; a client-named actor is ignored
+    then), else the actor the client named, else its peer address."""
+    return caller_name() or requested.strip() or f"anonymous@{context.peer()}"

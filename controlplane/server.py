@@ -21,16 +21,20 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 
+import grpc
 import structlog
 
-from cacheroute.v1 import admin_pb2, admin_pb2_grpc, agent_pb2, agent_pb2_grpc
+from cacheroute.v1 import admin_pb2, admin_pb2_grpc, agent_pb2
 from cacheroute_state import Stores, open_stores
 from cacheroute_state.embedded import EmbeddedRedis, EmbeddedRedisError
 from cacheroute_state.interfaces import StoreUnavailableError
 from cacheroute_state.urls import redacted
 from controlplane.agent_service import AgentServicer
+from controlplane.agent_service import add_to_server as add_agent_service
+from controlplane.auth import AuthInterceptor, caller_name, load_auth_file
 from controlplane.config import ControlPlaneConfig
 from controlplane.controlplane_metrics import ControlPlaneMetrics
+from controlplane.decode_guard import DecodeGuard
 from controlplane.errors import PreconditionError
 from controlplane.key_rate_tracker import RateTracker
 from controlplane.leader import LeaderElector
@@ -39,6 +43,7 @@ from controlplane.loads import LoadPublisher
 from controlplane.node_service import NodeServicer
 from controlplane.nodes import Liveness
 from controlplane.plan_service import PlanServicer
+from controlplane.report_checks import ReportRules, parse_networks
 from servekit.addresses import parse_host_port
 from servekit.clock import Clock, wall_ms
 from servekit.grpc_server import GrpcServer
@@ -117,7 +122,7 @@ class ControlPlane:
             self.redis_url = self.embedded.url
             log.info(
                 "started embedded redis",
-                redis_url=self.redis_url,
+                redis_url=redacted(self.redis_url),
                 data_dir=str(data_dir) if data_dir else None,
                 pid=self.embedded.pid,
             )
@@ -125,16 +130,30 @@ class ControlPlane:
         self.leader = LeaderElector(
             stores.leases, self.instance_id, ttl_s=cfg.leader_lease_ttl_s, metrics=self.metrics
         )
-        self.grpc = GrpcServer(cfg.listen, service_names=SERVICE_NAMES, tls=cfg.tls)
+        interceptors: list[grpc.aio.ServerInterceptor] = []
+        if cfg.auth_file is not None:
+            table = load_auth_file(cfg.auth_file)
+            interceptors.append(AuthInterceptor(table, self._auth_refused))
+            log.info(
+                "authentication on",
+                auth_file=str(cfg.auth_file), tokens=len(table.by_hash),
+                subjects=len(table.by_subject),
+            )  # fmt: skip
+        interceptors.append(DecodeGuard())  # after auth: credentials are checked first
+        self.grpc = GrpcServer(
+            cfg.listen, service_names=SERVICE_NAMES, tls=cfg.tls, interceptors=interceptors
+        )
         self._agents = AgentServicer(
             stores,
             self.metrics,
             instance_id=self.instance_id,
             liveness=self.liveness,
             report_interval_ms=cfg.report_interval_ms,
+            rules=ReportRules(parse_networks(cfg.agent_networks)),
+            identity_of=lambda _context: caller_name(),
             clock=self.clock,
         )
-        agent_pb2_grpc.add_AgentServiceServicer_to_server(self._agents, self.grpc.server)
+        add_agent_service(self._agents, self.grpc.server)
         admin_pb2_grpc.add_PlanServiceServicer_to_server(
             PlanServicer(
                 stores,
@@ -197,10 +216,15 @@ class ControlPlane:
                 continue
             log.info("embedded redis restarted", pid=embedded.pid, redis_url=embedded.url)
 
+    def _auth_refused(self, method: str, code: str) -> None:
+        self.metrics.auth_refusals.labels(method.rsplit("/", 1)[-1], code).inc()
+
     def _start_loops(self) -> None:
         assert self.leader is not None and self.stores is not None
         cfg, stores = self.config, self.stores
-        publisher = LoadPublisher(stores, self.metrics, self.liveness)
+        publisher = LoadPublisher(
+            stores, self.metrics, self.liveness, grace_ms=round(cfg.leader_grace_s * 1000)
+        )
         tracker = RateTracker(stores, self.metrics, cfg.rate_half_life_s, cfg.rate_max_keys)
         self._tasks.append(asyncio.create_task(self.leader.run(), name="leader"))
         self._spawn(

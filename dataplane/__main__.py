@@ -99,6 +99,25 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds a decision counts as in-flight load without a newer snapshot",
     )
     add(
+        "--panic-threshold",
+        type=float,
+        default=d.panic_threshold,
+        help="below this share of healthy undrained nodes in a pool, route over all undrained "
+        "nodes instead of failing (0: never)",
+    )
+    add(
+        "--load-max-age",
+        type=float,
+        default=d.load_max_age_s,
+        help="seconds after which a load snapshot is too old: only in-flight counts are compared",
+    )
+    add(
+        "--max-message-bytes",
+        type=int,
+        default=d.max_message_bytes,
+        help="largest gRPC message the router accepts or sends (RESOURCE_EXHAUSTED beyond)",
+    )
+    add(
         "--startup-timeout",
         type=float,
         default=d.startup_timeout_s,
@@ -172,6 +191,12 @@ def config_from(args: argparse.Namespace) -> RouterConfig:
                  "sample_interval", "startup_timeout"):  # fmt: skip
         if getattr(args, name) <= 0:
             raise SettingsError(f"--{name.replace('_', '-')} must be > 0")
+    if not 0.0 <= args.panic_threshold <= 1.0:
+        raise SettingsError(f"--panic-threshold must be in [0, 1], got {args.panic_threshold}")
+    if args.load_max_age <= 0:
+        raise SettingsError("--load-max-age must be > 0")
+    if args.max_message_bytes < 64 * 1024:
+        raise SettingsError("--max-message-bytes must be >= 65536")
     if args.top_keys < 1 or args.sample_buffer < 0:
         raise SettingsError("--top-keys must be >= 1 and --sample-buffer >= 0")
     return RouterConfig(
@@ -190,6 +215,9 @@ def config_from(args: argparse.Namespace) -> RouterConfig:
         sample_buffer=args.sample_buffer,
         top_keys=args.top_keys,
         correction_horizon_s=args.correction_horizon,
+        panic_threshold=args.panic_threshold,
+        load_max_age_s=args.load_max_age,
+        max_message_bytes=args.max_message_bytes,
         startup_timeout_s=args.startup_timeout,
         grace_s=args.grace,
         decode_nice=args.decode_nice,

@@ -3,14 +3,17 @@
 A "load" hint carries the serialized ``LoadSnapshot`` itself, so the common case costs no round
 trip. Hints can be missed (Redis away, a reconnect), so every ``interval_s`` and on every resync
 the watcher also reads ``store.cluster.get_load(pool)`` for each pool. Either way the router keeps
-only snapshots newer than the one applied (ordered by ``(observed_at_unix_ms, seq)``), so a late
-or repeated snapshot never undoes newer information.
+only snapshots newer than the one applied (ordered by ``(leader_term, seq)``, never wall time),
+so a late or repeated snapshot never undoes newer information. Each tick also ages the view: a
+pool whose snapshot is older than the router's ``load_max_age_s`` (the control plane is away)
+compares only the router's own in-flight counts (logged once per pool and episode).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 
 import structlog
 from google.protobuf.message import DecodeError
@@ -59,6 +62,9 @@ class LoadWatcher:
 
     def apply(self, snapshot: cluster_pb2.LoadSnapshot) -> None:
         pool = snapshot.pool
+        state = self._router.pools.get(pool)
+        before = state.load_order if state is not None else (-1, -1)
+        was_aged = state is not None and state.load_aged
         try:
             applied = self._router.apply_load(snapshot)
         except ValueError as exc:  # duplicate node ids, a NaN/negative load, a malformed pool
@@ -66,6 +72,13 @@ class LoadWatcher:
             log.warning("load snapshot rejected", pool=pool, error=str(exc))
             return
         self._metrics.load_update(pool, "applied" if applied else "stale")
+        if applied and (snapshot.leader_term, snapshot.seq) < before:
+            log.warning(
+                "load snapshot order went backwards; following the store",
+                pool=pool, held=list(before), term=snapshot.leader_term, seq=snapshot.seq,
+            )  # fmt: skip
+        if applied and was_aged:
+            log.info("load snapshots are back", pool=pool)
 
     def request(self) -> None:
         """Re-read every pool's snapshot soon (on a resync)."""
@@ -74,7 +87,12 @@ class LoadWatcher:
     async def sync(self) -> None:
         """Read and apply the stored snapshot of every known pool."""
         for pool in sorted(self._router.pools):
-            snapshot = await self._cluster.get_load(pool)
+            try:
+                snapshot = await self._cluster.get_load(pool)
+            except DecodeError as exc:  # a corrupt record: keep what is held, say so
+                self._metrics.load_update(pool, "rejected")
+                log.warning("stored load snapshot is corrupt", pool=pool, error=str(exc)[:80])
+                continue
             if snapshot is not None:
                 snapshot.pool = snapshot.pool or pool
                 if snapshot.pool == pool:
@@ -87,3 +105,8 @@ class LoadWatcher:
             self._wake.clear()
             with contextlib.suppress(StoreUnavailableError):
                 await self.sync()
+            for pool in self._router.age_loads(time.time()):
+                log.warning(
+                    "load snapshot too old; using in-flight counts only",
+                    pool=pool, max_age_s=self._router.load_max_age_s,
+                )  # fmt: skip

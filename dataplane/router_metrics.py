@@ -189,7 +189,21 @@ class RouterStateCollector(Collector):
             "Seconds since the applied load snapshot was observed by the control plane.",
             labels=["pool"],
         )
+        panic = GaugeMetricFamily(
+            "cacheroute_router_panic",
+            "1 while fewer than the panic threshold of a pool's undrained nodes are healthy "
+            "and the router routes over all of them.",
+            labels=["pool"],
+        )
+        aged = GaugeMetricFamily(
+            "cacheroute_router_load_aged",
+            "1 while the pool's load snapshot is older than --load-max-age and only this "
+            "router's in-flight counts are compared.",
+            labels=["pool"],
+        )
         for name, state in list(self._router.pools.items()):
+            panic.add_metric([name], 1.0 if state.view.panic else 0.0)
+            aged.add_metric([name], 1.0 if state.load_aged else 0.0)
             generation.add_metric([name], state.table_generation)
             table = state.table
             if table is not None:
@@ -200,7 +214,6 @@ class RouterStateCollector(Collector):
             view = state.view
             for node, load in zip(view.nodes.ids, list(view.loads), strict=False):
                 node_load.add_metric([name, node], load)
-            observed_ms = state.load_order[0]
-            if observed_ms >= 0:
-                snapshot_age.add_metric([name], now - observed_ms / 1000.0)
-        yield from (generation, info, keys, age, applied, node_load, snapshot_age)
+            if state.load_applied_at > 0:
+                snapshot_age.add_metric([name], now - state.view.snapshot_observed_at)
+        yield from (generation, info, keys, age, applied, node_load, snapshot_age, panic, aged)

@@ -94,6 +94,10 @@ class RouterConfig:
     sample_buffer: int = 10_000
     top_keys: int = 4096
     correction_horizon_s: float = 5.0
+    panic_threshold: float = 0.5
+    load_max_age_s: float = 3.0
+    # Largest request accepted: a 1,000-request batch of full 4 KiB prompts is ~4 MB.
+    max_message_bytes: int = 4 * 1024 * 1024
     startup_timeout_s: float = 3.0
     grace_s: float = 5.0
     decode_nice: int = 10
@@ -122,6 +126,8 @@ class RouterServer:
             top_keys=config.top_keys,
             sampler=self.sampler,
             pool_metrics=self.metrics.for_pool,
+            panic_threshold=config.panic_threshold,
+            load_max_age_s=config.load_max_age_s,
         )
         self.metrics.watch(self.router)
         self.holds = Holds(self.router)
@@ -130,7 +136,12 @@ class RouterServer:
         if config.http is not None:
             self.http = HttpFront(self.router, self.holds, config.http, self.metrics.registry)
         self.stores: Stores = open_stores(config.redis_url)
-        self.grpc = GrpcServer(config.listen, service_names=[SERVICE_NAME], tls=config.tls)
+        self.grpc = GrpcServer(
+            config.listen,
+            service_names=[SERVICE_NAME],
+            tls=config.tls,
+            max_message_bytes=config.max_message_bytes,
+        )
         servicer = RouterServicer(self.router, self.metrics, config.policy, self.holds)
         add_to_server(servicer, self.grpc.server)
         self.address = self.grpc.address

@@ -9,6 +9,10 @@
 A batch is validated and its pools checked as a whole before anything is routed, so a failing
 batch leaves no in-flight correction behind; the message names the first bad index.
 
+Requests arrive as bytes and are parsed here, not by gRPC's deserializer: malformed bytes are
+INVALID_ARGUMENT with one JSON log line ("malformed request"), where a failing deserializer made
+gRPC answer UNKNOWN and log a traceback per call.
+
 ``hold_until_release`` (with a ``request_id``) holds the decision's load until ``Release`` names
 the id (:mod:`dataplane.holds`); without an id it is INVALID_ARGUMENT, checked before routing.
 """
@@ -19,6 +23,8 @@ import time
 from typing import Any, NoReturn
 
 import grpc
+import structlog
+from google.protobuf.message import DecodeError
 
 from cacheroute.v1 import routing_pb2
 from dataplane.core.decision_encoding import DecisionEncoder, batch_response, passthrough
@@ -30,10 +36,19 @@ from dataplane.router_metrics import RouterMetrics
 MAX_BATCH = 1000
 SERVICE = "cacheroute.v1.RouterService"
 _Context = grpc.aio.ServicerContext[Any, Any]
+log = structlog.get_logger("dataplane.servicer")
+
+
+class MalformedRequestError(ValueError):
+    """Bytes that are not a valid request message."""
+
+
+def _identity(data: bytes) -> bytes:
+    return data
 
 
 def _status(exc: Exception) -> grpc.StatusCode:
-    if isinstance(exc, InvalidRequestError):
+    if isinstance(exc, InvalidRequestError | MalformedRequestError):
         return grpc.StatusCode.INVALID_ARGUMENT
     if isinstance(exc, UnknownPoolError):
         return grpc.StatusCode.NOT_FOUND
@@ -46,7 +61,7 @@ class RouterServicer:
     """The thin adapter between gRPC and :class:`~dataplane.core.router.Router`.
 
     Handlers return wire bytes (:mod:`dataplane.core.decision_encoding`); :func:`add_to_server`
-    registers them with the generated request parsers and a pass-through response serializer, so
+    registers them with pass-through (de)serializers (requests are parsed in the handlers), so
     clients see the plain ``RouterService`` of routing.proto.
     """
 
@@ -59,15 +74,19 @@ class RouterServicer:
         self._holds = holds if holds is not None else Holds(router)
 
     async def Route(  # noqa: N802 - the gRPC method name
-        self, request: routing_pb2.RouteRequest, context: _Context
+        self, data: bytes, context: _Context
     ) -> bytes:
         try:
+            try:
+                request = routing_pb2.RouteRequest.FromString(data)
+            except DecodeError as exc:
+                raise self._malformed("Route", data, exc) from None
             inp = parse_request(request)
             if request.hold_until_release:
                 _check_holdable(request)
             now = time.time()
             outcome = self._router.route(inp, now)
-        except (InvalidRequestError, RouteError) as exc:
+        except (InvalidRequestError, MalformedRequestError, RouteError) as exc:
             await self._abort(context, exc)
         if request.hold_until_release:
             holds = self._holds
@@ -75,9 +94,13 @@ class RouterServicer:
         return self._encoder.encode_outcome(outcome, inp.key_hash, inp.key, inp.request_id)
 
     async def RouteBatch(  # noqa: N802 - the gRPC method name
-        self, request: routing_pb2.RouteBatchRequest, context: _Context
+        self, data: bytes, context: _Context
     ) -> bytes:
         try:
+            try:
+                request = routing_pb2.RouteBatchRequest.FromString(data)
+            except DecodeError as exc:
+                raise self._malformed("RouteBatch", data, exc) from None
             inputs = parse_batch(request.requests, MAX_BATCH)
             held = [i for i, inp in enumerate(inputs) if inp.message.hold_until_release]
             for index in held:
@@ -91,13 +114,18 @@ class RouterServicer:
             for index in held:
                 inp = inputs[index]
                 holds.name(inp.request_id, holds.take(inp, outcomes[index], now), now)
-        except (InvalidRequestError, RouteError) as exc:
+        except (InvalidRequestError, MalformedRequestError, RouteError) as exc:
             await self._abort(context, exc)
         encode = self._encoder.encode_outcome
         return batch_response(
             encode(outcome, inp.key_hash, inp.key, inp.request_id)
             for inp, outcome in zip(inputs, outcomes, strict=True)
         )
+
+    @staticmethod
+    def _malformed(method: str, data: bytes, exc: DecodeError) -> MalformedRequestError:
+        log.info("malformed request", method=method, size=len(data), error=str(exc)[:80])
+        return MalformedRequestError(f"malformed {method} request ({len(data)} bytes): {exc}")
 
     async def Release(  # noqa: N802 - the gRPC method name
         self, request: routing_pb2.ReleaseRequest, context: _Context
@@ -122,12 +150,12 @@ def add_to_server(servicer: RouterServicer, server: grpc.aio.Server) -> None:
     handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
         "Route": grpc.unary_unary_rpc_method_handler(
             servicer.Route,
-            request_deserializer=routing_pb2.RouteRequest.FromString,
+            request_deserializer=_identity,
             response_serializer=passthrough,
         ),
         "RouteBatch": grpc.unary_unary_rpc_method_handler(
             servicer.RouteBatch,
-            request_deserializer=routing_pb2.RouteBatchRequest.FromString,
+            request_deserializer=_identity,
             response_serializer=passthrough,
         ),
         "Release": grpc.unary_unary_rpc_method_handler(

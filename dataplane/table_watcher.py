@@ -22,6 +22,11 @@ Every ``ack_interval_s`` the last ACK/NACK of each pool is written again with a 
 then. A pointer whose generation went *down* (Redis lost its data and a plan was rolled out
 again) is applied too: the store is the truth, and a router stuck on a generation the store no
 longer has could never converge.
+
+A corrupt pointer record (bytes that do not decode as an ``ActivePointer``) is a NACK with the
+reason (version "" and generation 0: there is no pointer to name), logged once per episode; the
+pool keeps serving what it holds (a new router: power-of-two choices, Flat-LB, with no table), and
+the other pools are synced as usual.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 import structlog
+from google.protobuf.message import DecodeError
 
 from cacheroute.v1 import cluster_pb2
 from cacheroute_state.interfaces import ClusterStore, PlanStore, StoreUnavailableError
@@ -106,6 +112,7 @@ class TableWatcher:
         self._everything = True
         self._wake = asyncio.Event()
         self._rejected: dict[str, tuple[int, str]] = {}
+        self._corrupt: set[str] = set()  # pools whose pointer record does not decode
         self.acks: dict[str, cluster_pb2.RouterAck] = {}
         self._unsent: set[str] = set()
         self._store_down = False
@@ -179,7 +186,14 @@ class TableWatcher:
             self.synced = True
 
     async def sync_pool(self, pool: str) -> None:
-        pointer = await self._plans.get_active(pool)
+        try:
+            pointer = await self._plans.get_active(pool)
+        except DecodeError as exc:
+            self._corrupt_pointer(pool, exc)
+            return
+        if pool in self._corrupt:
+            self._corrupt.discard(pool)
+            log.info("active pointer record readable again", pool=pool)
         if pointer is None:
             return
         state = self._router.add_pool(pool)
@@ -205,7 +219,14 @@ class TableWatcher:
             log.info("table removed: plan disabled", pool=pool, generation=pointer.generation)
             self._ack(pointer, accepted=True, reason="")
             return
-        data = await self._fetch(pool, pointer.version)
+        try:
+            data = await self._fetch(pool, pointer.version)
+        except ValueError as exc:  # the pointer names no valid version
+            self._rejected[pool] = wanted
+            self._metrics.table_update(pool, "rejected")
+            log.warning("active pointer rejected", pool=pool, reason=str(exc)[:120])
+            self._ack(pointer, accepted=False, reason=str(exc)[:200])
+            return
         if data is None:
             self._metrics.table_update(pool, "error")
             self._ack(pointer, accepted=False, reason=f"plan {pointer.version} has no table bytes")
@@ -233,6 +254,16 @@ class TableWatcher:
             keys=table.num_keys, decode_ms=round((time.perf_counter() - started) * 1000, 1),
         )  # fmt: skip
         self._ack(pointer, accepted=True, reason="")
+
+    def _corrupt_pointer(self, pool: str, exc: Exception) -> None:
+        self._router.add_pool(pool)
+        self._metrics.table_update(pool, "rejected")
+        if pool in self._corrupt:
+            return
+        self._corrupt.add(pool)
+        reason = f"active pointer record is corrupt: {str(exc)[:80]}"
+        log.warning("active pointer rejected", pool=pool, reason=reason)
+        self._ack(cluster_pb2.ActivePointer(pool=pool), accepted=False, reason=reason)
 
     async def _off_loop(self, fn: Callable[..., T], *args: object) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._decoder, fn, *args)

@@ -16,9 +16,10 @@ from grpc_reflection.v1alpha import reflection
 
 from servekit.tls import TlsConfig
 
+LARGE_MESSAGE_BYTES = 256 * 1024 * 1024  # 1M-key tables in ImportPlan (the control plane)
 DEFAULT_OPTIONS: tuple[tuple[str, int], ...] = (
-    ("grpc.max_receive_message_length", 256 * 1024 * 1024),  # 1M-key tables in ImportPlan
-    ("grpc.max_send_message_length", 256 * 1024 * 1024),
+    ("grpc.max_receive_message_length", LARGE_MESSAGE_BYTES),
+    ("grpc.max_send_message_length", LARGE_MESSAGE_BYTES),
     ("grpc.so_reuseport", 0),
 )
 
@@ -33,8 +34,14 @@ class GrpcServer:
         service_names: Sequence[str],
         tls: TlsConfig | None = None,
         interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
+        max_message_bytes: int = LARGE_MESSAGE_BYTES,
     ) -> None:
-        self.server = grpc.aio.server(options=DEFAULT_OPTIONS, interceptors=list(interceptors))
+        options = (
+            ("grpc.max_receive_message_length", max_message_bytes),
+            ("grpc.max_send_message_length", max_message_bytes),
+            ("grpc.so_reuseport", 0),
+        )
+        self.server = grpc.aio.server(options=options, interceptors=list(interceptors))
         self.health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         self._service_names = tuple(service_names)

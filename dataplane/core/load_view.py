@@ -6,6 +6,12 @@ polls does not all land on the node that looked idle. A decision stops counting 
 observed after it arrives (the snapshot now includes it) or after ``correction_horizon_s`` (so a
 router cut off from snapshots does not inflate loads forever).
 
+Panic threshold (as Envoy's): when fewer than ``panic_threshold`` of the undrained nodes are
+healthy, the view treats every undrained node as healthy (``panic`` is set): a partial outage of
+the health signal itself (a control-plane failover, agents reconnecting) must degrade routing,
+not black it out. ``reported_healthy`` keeps what the snapshot said. Off (0) unless set: the
+live router sets :data:`DEFAULT_PANIC_THRESHOLD`.
+
 Completion-aware load: a decision the caller promises to release (:meth:`LoadView.hold_last`,
 used by the HTTP front and by ``Route`` with ``hold_until_release``) does not decay; it counts
 until :meth:`LoadView.release`. Between snapshots a node's load is then snapshot + dispatched −
@@ -24,6 +30,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from dataplane.core.table import RoutingTable
+
+DEFAULT_PANIC_THRESHOLD = 0.5
 
 
 class NoEligibleNodeError(RuntimeError):
@@ -129,11 +137,15 @@ class LoadView:
         table: RoutingTable | None = None,
         correction_horizon_s: float = 5.0,
         max_pending: int = 1_000_000,
+        panic_threshold: float = 0.0,
     ) -> None:
         size = len(nodes)
         self.nodes = nodes
         self.loads: list[float] = [0.0] * size  # snapshot + correction: what policies compare
-        self.healthy: list[bool] = [True] * size
+        self.healthy: list[bool] = [True] * size  # what policies read (all undrained in panic)
+        self.reported_healthy: list[bool] = [True] * size
+        self.panic_threshold = panic_threshold
+        self.panic = False
         self.draining: list[bool] = [False] * size
         # healthy and not draining; replaced (never mutated) on a change, so policies may cache
         # per-object derivations such as a bitmask
@@ -227,8 +239,8 @@ class LoadView:
         """Install loads observed at ``observed_at`` (aligned with ``nodes``)."""
         if len(loads) != len(self.nodes):
             raise ValueError(f"{len(loads)} loads for {len(self.nodes)} nodes")
-        if observed_at < self.snapshot_observed_at:
-            return  # an older snapshot arriving late would undo newer information
+        # Ordering snapshots is the caller's job (the router orders by leader term and seq):
+        # a wall-clock check here would let one future-dated snapshot freeze the view.
         self.snapshot_observed_at = observed_at
         self._base = [float(x) for x in loads]
         pending = self._pending
@@ -245,12 +257,28 @@ class LoadView:
         self, *, healthy: Sequence[bool] | None = None, draining: Sequence[bool] | None = None
     ) -> None:
         if healthy is not None:
-            self.healthy = [bool(x) for x in healthy]
+            self.reported_healthy = [bool(x) for x in healthy]
         if draining is not None:
             self.draining = [bool(x) for x in draining]
-        self.eligible_nodes = tuple(
-            i for i in range(len(self.nodes)) if self.healthy[i] and not self.draining[i]
-        )
+        undrained = [i for i in range(len(self.nodes)) if not self.draining[i]]
+        eligible = tuple(i for i in undrained if self.reported_healthy[i])
+        self.panic = bool(undrained) and len(eligible) < self.panic_threshold * len(undrained)
+        if self.panic:
+            eligible = tuple(undrained)
+            self.healthy = [True] * len(self.nodes)
+        else:
+            self.healthy = list(self.reported_healthy)
+        self.eligible_nodes = eligible
+
+    def forget_loads(self, nodes: Sequence[int] | None = None) -> None:
+        """Treat the snapshot loads of ``nodes`` (all: None) as unknown: only this router's own
+        in-flight decisions count for them (their data is too old to trust)."""
+        forgotten = set(range(len(self.nodes)) if nodes is None else nodes)
+        for node in forgotten:
+            self._base[node] = 0.0
+        # releases corrected the forgotten snapshot counts; without those counts they go too
+        self._releases = deque(r for r in self._releases if r[1] not in forgotten)
+        self._recompute_loads()
 
     def set_table(self, table: RoutingTable | None) -> None:
         """Swap the table (one reference assignment after binding)."""

@@ -12,18 +12,27 @@ router itself (:mod:`dataplane.core.router`) only ever sees checked input:
   ``prompt_prefix``. They are computed only when asked for (:meth:`RouteInput.blocks`), since only
   the prefix-history policies and the sampled trace read them and hashing a 4 KiB prompt costs
   ~60 µs.
+* bounds (characters): ``request_id`` <= :data:`MAX_REQUEST_ID`, ``prompt_prefix`` <=
+  :data:`MAX_PROMPT_PREFIX`, ``model`` and ``cache_salt`` <= :data:`MAX_LABEL`, at most
+  :data:`MAX_PREFIX_BLOCKS_SENT` ``prefix_blocks``: the request id is echoed and stored in the
+  sampled trace, and nothing a caller sends may grow the router's memory without bound. Messages
+  quote at most a few dozen characters of the offending value.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import NamedTuple, NoReturn
 
 from cacheroute.v1 import routing_pb2
 from dataplane.core.keys import MAX_KEY_BYTES, derive_key, hash_key, prompt_blocks
 from dataplane.core.names import DEFAULT_POOL, InvalidNameError, validate_pool
 
 MAX_PREFIX_BLOCKS = 1024
+MAX_PREFIX_BLOCKS_SENT = 8 * MAX_PREFIX_BLOCKS
+MAX_REQUEST_ID = 256
+MAX_PROMPT_PREFIX = 64 * 1024
+MAX_LABEL = 512
 RESERVED_KEY_PREFIX = "~"
 
 
@@ -114,6 +123,14 @@ def parse_request(
 ) -> RouteInput:
     """Validate one request (see the module docstring)."""
     pool = pools.known.get(message.pool) or pools.check(message.pool)
+    if (
+        len(message.request_id) > MAX_REQUEST_ID
+        or len(message.prompt_prefix) > MAX_PROMPT_PREFIX
+        or len(message.prefix_blocks) > MAX_PREFIX_BLOCKS_SENT
+        or len(message.model) > MAX_LABEL
+        or len(message.cache_salt) > MAX_LABEL
+    ):
+        _too_long(message)
     key = message.key
     if key:
         key_hash = hashes.get(key)  # only valid keys are remembered
@@ -128,6 +145,19 @@ def parse_request(
         key = derive_key(message.model, message.cache_salt, prompt)
         key_hash = hash_key(key)
     return _new(RouteInput, (pool, key, key_hash, message.request_id, message))
+
+
+def _too_long(message: routing_pb2.RouteRequest) -> NoReturn:
+    for field, size, limit, unit in (
+        ("request_id", len(message.request_id), MAX_REQUEST_ID, "characters"),
+        ("prompt_prefix", len(message.prompt_prefix), MAX_PROMPT_PREFIX, "characters"),
+        ("prefix_blocks", len(message.prefix_blocks), MAX_PREFIX_BLOCKS_SENT, "blocks"),
+        ("model", len(message.model), MAX_LABEL, "characters"),
+        ("cache_salt", len(message.cache_salt), MAX_LABEL, "characters"),
+    ):
+        if size > limit:
+            raise InvalidRequestError(f"{field} has {size} {unit}; the limit is {limit}")
+    raise AssertionError("no field over its limit")
 
 
 def _checked(key: str) -> bytes:

@@ -24,7 +24,7 @@ from typing import NamedTuple, Protocol
 
 from cacheroute.v1 import cluster_pb2
 from dataplane.core.heavy_hitters import TrafficCounter
-from dataplane.core.load_view import LoadView, NodeSet, bind_with_memo
+from dataplane.core.load_view import DEFAULT_PANIC_THRESHOLD, LoadView, NodeSet, bind_with_memo
 from dataplane.core.names import DEFAULT_POOL, POOL_PATTERN
 from dataplane.core.policies import Policy, Reason, Request, make_policy
 from dataplane.core.route_input import RouteInput
@@ -86,6 +86,7 @@ class PoolState:
     """Everything the router holds for one pool. Watchers replace ``view`` and the table fields."""
 
     __slots__ = (
+        "load_aged",
         "load_applied_at",
         "load_order",
         "metrics",
@@ -117,8 +118,9 @@ class PoolState:
         self.table_version = ""
         self.table_generation = 0
         self.table_applied_at = 0.0
-        self.load_order: tuple[int, int] = (-1, -1)  # (observed_at_unix_ms, seq) applied
+        self.load_order: tuple[int, int] = (-1, -1)  # (leader_term, seq) applied
         self.load_applied_at = 0.0
+        self.load_aged = False  # the snapshot is older than the bound: loads are in-flight only
 
     def unavailable(self) -> str:
         if len(self.view.nodes) == 0:
@@ -138,11 +140,15 @@ class Router:
         top_keys: int = 4096,
         sampler: SampleSink | None = None,
         pool_metrics: Callable[[str], DecisionMetrics] | None = None,
+        panic_threshold: float = DEFAULT_PANIC_THRESHOLD,
+        load_max_age_s: float = 3.0,
     ) -> None:
         make_policy(policy, seed=seed)  # fail at start on an unknown name
         self.policy_name = policy
         self.seed = seed
         self.correction_horizon_s = correction_horizon_s
+        self.panic_threshold = panic_threshold
+        self.load_max_age_s = load_max_age_s
         self.top_keys = top_keys
         self.sampler = sampler
         self.pools: dict[str, PoolState] = {}
@@ -161,12 +167,19 @@ class Router:
                 raise ValueError(f"pool {name!r} does not match {POOL_PATTERN.pattern}")
             # Seeded per pool so pools do not share one random sequence; stable across restarts.
             policy = make_policy(self.policy_name, seed=self.seed ^ zlib.crc32(name.encode()))
-            view = LoadView(NodeSet(()), correction_horizon_s=self.correction_horizon_s)
+            view = self._new_view(NodeSet(()))
             state = PoolState(name, policy, view, TrafficCounter(self.top_keys))
             if self._pool_metrics is not None:
                 state.metrics = self._pool_metrics(name)
             self.pools[name] = state
         return state
+
+    def _new_view(self, nodes: NodeSet) -> LoadView:
+        return LoadView(
+            nodes,
+            correction_horizon_s=self.correction_horizon_s,
+            panic_threshold=self.panic_threshold,
+        )
 
     # -- decisions ------------------------------------------------------------------------------
 
@@ -247,17 +260,26 @@ class Router:
         state.table_applied_at = time.time()
         return previous
 
-    def apply_load(self, snapshot: cluster_pb2.LoadSnapshot) -> bool:
-        """Apply a load snapshot; False when it is older than the one applied (ignored).
+    def apply_load(self, snapshot: cluster_pb2.LoadSnapshot, now: float | None = None) -> bool:
+        """Apply a load snapshot; False when it is not newer than the one applied (ignored).
+
+        Order is ``(leader_term, seq)``, never wall time, so a skewed or forged ``observed_at``
+        cannot freeze the view; ``observed_at`` is also capped at ``now``. A lower order is
+        accepted once the applied snapshot is itself older than ``load_max_age_s`` (the store
+        lost its data, or a forged term stopped everything else): the store is the truth.
+        Nodes whose report was older than the bound when published count as unknown load.
 
         The snapshot's nodes are the pool's membership. Same ids and addresses: the loads and
         states go into the current view. Otherwise a new NodeSet and LoadView are built, the table
         is bound to them, and the view is swapped in with one assignment. A snapshot with
         duplicate node ids or a load that is negative or not finite raises ValueError unapplied.
         """
+        now = time.time() if now is None else now
         state = self.add_pool(snapshot.pool or DEFAULT_POOL)
-        order = (snapshot.observed_at_unix_ms, snapshot.seq)
-        if order <= state.load_order:
+        order = (snapshot.leader_term, snapshot.seq)
+        if order == state.load_order or (
+            order < state.load_order and now - state.load_applied_at <= self.load_max_age_s
+        ):
             return False
         entries = snapshot.nodes
         for n in entries:  # NaN compares false both ways: it would win every tie it starts
@@ -268,17 +290,36 @@ class Router:
         view = state.view
         if ids != view.nodes.ids or addresses != view.nodes.addresses:
             nodes = NodeSet(ids, addresses)  # raises ValueError on duplicate ids
-            view = LoadView(nodes, correction_horizon_s=self.correction_horizon_s)
+            view = self._new_view(nodes)
             view.table = bind_with_memo(state.table, nodes)
         view.apply_snapshot(
-            snapshot.observed_at_unix_ms / 1000.0,
+            min(snapshot.observed_at_unix_ms / 1000.0, now),
             [n.load for n in entries],
             healthy=[n.healthy for n in entries],
             draining=[n.draining for n in entries],
         )
+        max_age_ms = self.load_max_age_s * 1000.0
+        old = [i for i, n in enumerate(entries) if n.age_ms > max_age_ms]
+        if old:
+            view.forget_loads(old)
         if view is not state.view:
             state.outcomes = {}
         state.view = view
         state.load_order = order
-        state.load_applied_at = time.time()
+        state.load_applied_at = now
+        state.load_aged = False
         return True
+
+    def age_loads(self, now: float) -> list[str]:
+        """Forget the snapshot loads of pools whose snapshot is older than the bound (the control
+        plane is away): their nodes fall back to this router's own in-flight counts. Returns
+        the pools aged by this call."""
+        aged = []
+        for name, state in self.pools.items():
+            if state.load_aged or state.load_applied_at == 0.0:
+                continue
+            if now - state.load_applied_at > self.load_max_age_s:
+                state.view.forget_loads()
+                state.load_aged = True
+                aged.append(name)
+        return aged

@@ -126,6 +126,18 @@ def test_an_unknown_dialect_choice_is_rejected() -> None:
         decode(parse(sample("vllm_v1_a")), "tgi")
 
 
+@pytest.mark.parametrize("name", ["sglang_priority", "sglang_all_schedulers"])
+def test_sglang_label_sets_read_as_one_engine_not_a_sum_of_every_series(name: str) -> None:
+    # Priority scheduling adds a total (priority="") beside per-priority series; metrics for all
+    # schedulers repeat each DP group's numbers once per TP rank. Summing everything read 2x/TPx.
+    got = read(name)
+    assert got.dialect == dialects.SGLANG_COLON
+    assert (got.running, got.waiting) == (7.0, 3.0)
+    assert got.kv_usage == pytest.approx(0.42)
+    assert (got.kv_capacity_tokens, got.block_size) == (131_072, 16)
+    assert (got.prefix_hits, got.prefix_queries) == (800_000.0, 1_200_000.0)
+
+
 def test_llamacpp_is_detected_and_read_in_tokens() -> None:
     for choice in ("auto", "llamacpp"):
         got = read("llamacpp", choice)

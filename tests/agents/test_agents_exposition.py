@@ -80,3 +80,19 @@ def test_values_drop_infinities() -> None:
     expo = parse('x 1\nx{a="b"} +Inf\n')
     assert expo.values("x") == [1.0]
     assert not any(math.isinf(v) for v in expo.values("x"))
+
+
+def test_sums_skip_rank_duplicates_and_prefer_the_priority_total() -> None:
+    text = (
+        'g{dp_rank="0",tp_rank="0"} 4\ng{dp_rank="0",tp_rank="1"} 4\n'
+        'g{dp_rank="1",tp_rank="0",pp_rank="0"} 3\ng{dp_rank="1",tp_rank="1",pp_rank="0"} 3\n'
+        'p{priority=""} 5\np{priority="0"} 2\np{priority="1"} 3\n'
+        'q{priority="0"} 2\nq{priority="1"} 3\n'
+        'v{engine="0"} 1\nv{engine="1"} 2\n'
+    )
+    expo = parse(text)
+    assert expo.sum("g") == 7.0  # one per DP rank, TP duplicates once
+    assert expo.mean("g") == 3.5
+    assert expo.sum("p") == 5.0  # the total series
+    assert expo.sum("q") == 5.0  # no total: the per-priority series add up
+    assert expo.sum("v") == 3.0  # vLLM's DP engines are distinct

@@ -10,7 +10,9 @@ import pytest
 from cacheroute.v1 import admin_pb2, cluster_pb2
 from cacheroute_state import Stores
 from cacheroute_state.interfaces import Hint, ReportRecord
-from controlplane.loads import observed_at
+from controlplane.controlplane_metrics import ControlPlaneMetrics
+from controlplane.loads import LoadPublisher, observed_at
+from controlplane.nodes import Liveness
 from tests.support.controlplane import StubAgent, clients, eventually, fast_config, report
 from tests.support.controlplane import running as running_plane
 from tests.support.state import on_redis
@@ -129,3 +131,54 @@ def test_observed_at_is_the_oldest_healthy_scrape_on_the_control_plane_clock() -
     ]
     assert observed_at(statuses, reports, now) == now - 340
     assert observed_at([], {}, now) == now
+
+
+async def _registered(stores: Stores, node_id: str, received_ms: int, **fields: object) -> None:
+    await stores.cluster.put_node(
+        cluster_pb2.NodeRecord(node_id=node_id, pool="default", address=f"{node_id}:1")
+    )
+    msg = report(node_id, interval_ms=100, **fields)  # type: ignore[arg-type]
+    await stores.cluster.put_report(
+        "default", ReportRecord(report=msg, received_at_unix_ms=received_ms, stream_id="s"),
+        claim=True,
+    )  # fmt: skip
+    await stores.plans.add_pool("default")
+
+
+@pytest.mark.redis
+async def test_a_new_leader_keeps_silent_nodes_up_for_its_grace_then_marks_them_down(
+    stores: Stores,
+) -> None:
+    now = int(time.time() * 1000)
+    await _registered(stores, "up", now - 5_000)  # silent for 5 s (the old leader died)
+    await _registered(stores, "was-down", now - 60_000)
+    await _registered(stores, "stale", now - 5_000, healthy=False, stale=True)
+    previous = cluster_pb2.LoadSnapshot(
+        pool="default", seq=41, leader_term=6, observed_at_unix_ms=now - 5_000,
+        nodes=[cluster_pb2.NodeLoad(node_id="up", healthy=True),
+               cluster_pb2.NodeLoad(node_id="was-down", healthy=False),
+               cluster_pb2.NodeLoad(node_id="stale", healthy=False)],
+    )  # fmt: skip
+    await stores.cluster.publish_load(previous)
+    publisher = LoadPublisher(stores, ControlPlaneMetrics(), Liveness(3, 100), grace_ms=8_000)
+    [first] = await publisher.publish_all(term=1, now_ms=now)
+    assert (first.leader_term, first.seq) == (7, 42)  # one term later, seq goes on
+    nodes = by_node(first)
+    assert nodes["up"].healthy
+    assert not nodes["was-down"].healthy and not nodes["stale"].healthy
+    [later] = await publisher.publish_all(term=1, now_ms=now + 8_001)
+    assert (later.leader_term, later.seq) == (7, 43)
+    assert not by_node(later)["up"].healthy  # grace over: still silent, so down
+
+
+@pytest.mark.redis
+async def test_without_grace_a_new_leader_marks_silent_nodes_down_at_once(stores: Stores) -> None:
+    now = int(time.time() * 1000)
+    await _registered(stores, "up", now - 5_000)
+    await stores.cluster.publish_load(
+        cluster_pb2.LoadSnapshot(pool="default", seq=1, nodes=[
+            cluster_pb2.NodeLoad(node_id="up", healthy=True)])
+    )  # fmt: skip
+    publisher = LoadPublisher(stores, ControlPlaneMetrics(), Liveness(3, 100), grace_ms=0)
+    [first] = await publisher.publish_all(term=1, now_ms=now)
+    assert not by_node(first)["up"].healthy

@@ -144,11 +144,78 @@ def test_all_members_ineligible_falls_back_to_power_of_two_choices() -> None:
     assert (outcome.node_id, outcome.reason) == ("b", Reason.FALLBACK_UNHEALTHY)
 
 
-def test_no_eligible_node_is_unavailable() -> None:
-    router = Router()
+def test_no_eligible_node_is_unavailable_without_a_panic_threshold() -> None:
+    router = Router(panic_threshold=0.0)
     router.apply_load(snapshot([("a", 0.0, False, False), ("b", 0.0, True, True)]))
     with pytest.raises(NoDestinationError, match="no healthy, undrained destination"):
         router.route(inp("k"), NOW_S)
+
+
+def test_below_the_panic_threshold_the_router_routes_over_every_undrained_node() -> None:
+    router = Router()  # default threshold: half of the undrained nodes
+    router.install_table("default", table_for({"hot": ["a"]}, ["a", "b", "c"]), 1)
+    router.apply_load(
+        snapshot([("a", 0.0, False, False), ("b", 0.0, False, False), ("c", 0.0, True, True)])
+    )
+    assert router.pools["default"].view.panic
+    assert router.route(inp("hot"), NOW_S).node_id == "a"  # the warm member again, not an error
+    tail = {router.route(inp(f"t{i}"), NOW_S).node_id for i in range(40)}
+    assert tail == {"a", "b"}  # the drained node stays out
+
+
+def test_snapshots_are_ordered_by_leader_term_then_seq_not_wall_time() -> None:
+    router = Router()
+    first = snapshot([("a", 0.0), ("b", 10.0)], seq=900, at_ms=NOW_MS)
+    first.leader_term = 1
+    assert router.apply_load(first, now=NOW_S)
+    forged = snapshot([("a", 99.0), ("b", 0.0)], seq=901, at_ms=NOW_MS + 30_000)  # 30 s ahead
+    forged.leader_term = 1
+    assert router.apply_load(forged, now=NOW_S)
+    assert router.pools["default"].view.snapshot_observed_at == NOW_S  # capped at now
+    honest = snapshot([("a", 0.0), ("b", 10.0)], seq=902, at_ms=NOW_MS + 200)
+    honest.leader_term = 1
+    assert router.apply_load(honest, now=NOW_S + 0.25)  # not frozen by the forged date
+    assert router.pools["default"].view.loads == [0.0, 10.0]
+    newer_term = snapshot([("a", 1.0), ("b", 1.0)], seq=1, at_ms=NOW_MS - 5_000)
+    newer_term.leader_term = 2
+    assert router.apply_load(newer_term, now=NOW_S + 0.5)  # a new leader restarts seq
+    stale = snapshot([("a", 9.0), ("b", 9.0)], seq=903, at_ms=NOW_MS + 900)
+    stale.leader_term = 1
+    assert not router.apply_load(stale, now=NOW_S + 0.6)  # the deposed leader's order
+
+
+def test_a_lower_order_is_followed_once_the_held_snapshot_is_too_old() -> None:
+    router = Router(load_max_age_s=3.0)
+    held = snapshot([("a", 0.0), ("b", 10.0)], seq=50)
+    held.leader_term = 7
+    assert router.apply_load(held, now=NOW_S)
+    lost = snapshot([("a", 10.0), ("b", 0.0)], seq=1)  # Redis came back empty: term 1 again
+    lost.leader_term = 1
+    assert not router.apply_load(lost, now=NOW_S + 1.0)
+    assert not router.apply_load(held, now=NOW_S + 9.0)  # the same snapshot is never re-applied
+    assert router.apply_load(lost, now=NOW_S + 3.5)
+    assert router.pools["default"].view.loads == [10.0, 0.0]
+
+
+def test_old_snapshots_age_into_in_flight_counts_only() -> None:
+    router = Router(load_max_age_s=3.0)
+    router.apply_load(snapshot([("a", 0.0), ("b", 50.0)]), now=NOW_S)
+    assert router.age_loads(NOW_S + 2.0) == []
+    router.route(inp("k1"), NOW_S + 2.0)  # goes to a (b looks busy)
+    assert router.age_loads(NOW_S + 3.5) == ["default"]
+    assert router.pools["default"].view.loads == [1.0, 0.0]  # b's 50 is unknown now
+    assert router.age_loads(NOW_S + 4.0) == []  # once per episode
+    fresh = snapshot([("a", 2.0), ("b", 3.0)], seq=2)
+    assert router.apply_load(fresh, now=NOW_S + 5.0)
+    assert not router.pools["default"].load_aged
+
+
+def test_a_node_whose_report_was_too_old_when_published_has_unknown_load() -> None:
+    router = Router(load_max_age_s=3.0)
+    entries = snapshot([("a", 40.0), ("b", 5.0)])
+    entries.nodes[0].age_ms = 4_000
+    router.apply_load(entries, now=NOW_S)
+    assert router.pools["default"].view.loads == [0.0, 5.0]
 
 
 def test_a_membership_change_builds_a_new_view_and_rebinds_the_table() -> None:

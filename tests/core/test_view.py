@@ -89,14 +89,43 @@ def test_decisions_after_a_snapshot_add_to_its_loads() -> None:
     assert v.loads == [3.0, 2.0, 2.0]
 
 
-def test_an_older_snapshot_arriving_late_is_ignored() -> None:
+def test_the_view_applies_whatever_snapshot_it_is_given_ordering_is_the_routers_job() -> None:
+    # Wall-clock ordering here let one future-dated snapshot freeze the view (issue 9); the
+    # router orders snapshots by (leader_term, seq). Decisions after observed_at still count.
     v = view()
     v.apply_snapshot(5.0, [1.0, 1.0, 1.0])
     v.record(0, now=6.0)
-    v.apply_snapshot(4.0, [9.0, 9.0, 9.0], healthy=[False, False, False])
-    assert v.loads == [2.0, 1.0, 1.0]
-    assert v.snapshot_observed_at == 5.0
-    assert v.healthy == [True, True, True]
+    v.apply_snapshot(4.0, [9.0, 9.0, 9.0], healthy=[False, True, True])
+    assert v.loads == [10.0, 9.0, 9.0]
+    assert v.snapshot_observed_at == 4.0
+    assert v.healthy == [False, True, True]
+
+
+def test_below_the_panic_threshold_every_undrained_node_is_eligible() -> None:
+    v = LoadView(NODES, panic_threshold=0.5)
+    v.set_states(healthy=[False, False, True], draining=[False, False, False])
+    assert v.panic and v.eligible_nodes == (0, 1, 2) and v.healthy == [True, True, True]
+    assert v.reported_healthy == [False, False, True]
+    v.set_states(healthy=[False, True, True])  # 2 of 3 healthy: at or above half
+    assert not v.panic and v.eligible_nodes == (1, 2)
+    v.set_states(healthy=[False, False, False], draining=[True, False, False])
+    assert v.panic and v.eligible_nodes == (1, 2)  # drained nodes stay out, even in panic
+
+
+def test_without_a_panic_threshold_an_all_unhealthy_view_has_no_eligible_node() -> None:
+    v = view()
+    v.set_states(healthy=[False, False, False])
+    assert not v.panic and v.eligible_nodes == ()
+
+
+def test_forgotten_loads_leave_only_the_in_flight_counts() -> None:
+    v = view()
+    v.apply_snapshot(1.0, [7.0, 3.0, 5.0])
+    v.record(1, now=2.0)
+    v.forget_loads([0, 1])
+    assert v.loads == [0.0, 1.0, 5.0]
+    v.forget_loads()
+    assert v.loads == [0.0, 1.0, 0.0]
 
 
 def test_snapshot_with_the_wrong_number_of_loads_is_refused() -> None:

@@ -77,6 +77,7 @@ class NodeRecord(_message.Message):
     ENGINE_KIND_FIELD_NUMBER: _builtins.int
     DIALECT_FIELD_NUMBER: _builtins.int
     REGISTERED_AT_UNIX_MS_FIELD_NUMBER: _builtins.int
+    REGISTERED_BY_FIELD_NUMBER: _builtins.int
     node_id: _builtins.str
     pool: _builtins.str
     address: _builtins.str
@@ -87,6 +88,10 @@ class NodeRecord(_message.Message):
     engine_kind: _agent_pb2.EngineKind.ValueType
     dialect: _agent_pb2.MetricDialect.ValueType
     registered_at_unix_ms: _builtins.int
+    registered_by: _builtins.str
+    """The authenticated agent identity (token name or certificate subject) that registered the
+    node; another identity may not report it. Empty: registered without authentication.
+    """
     def __init__(
         self,
         *,
@@ -99,10 +104,11 @@ class NodeRecord(_message.Message):
         engine_kind: _agent_pb2.EngineKind.ValueType = ...,
         dialect: _agent_pb2.MetricDialect.ValueType = ...,
         registered_at_unix_ms: _builtins.int = ...,
+        registered_by: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["address", b"address", "dialect", b"dialect", "draining", b"draining", "engine_kind", b"engine_kind", "node_id", b"node_id", "pool", b"pool", "registered_at_unix_ms", b"registered_at_unix_ms", "static", b"static", "weight", b"weight"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["address", b"address", "dialect", b"dialect", "draining", b"draining", "engine_kind", b"engine_kind", "node_id", b"node_id", "pool", b"pool", "registered_at_unix_ms", b"registered_at_unix_ms", "registered_by", b"registered_by", "static", b"static", "weight", b"weight"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -174,11 +180,16 @@ class LoadSnapshot(_message.Message):
     SEQ_FIELD_NUMBER: _builtins.int
     OBSERVED_AT_UNIX_MS_FIELD_NUMBER: _builtins.int
     NODES_FIELD_NUMBER: _builtins.int
+    LEADER_TERM_FIELD_NUMBER: _builtins.int
     pool: _builtins.str
     seq: _builtins.int
     observed_at_unix_ms: _builtins.int
     """When the loads were observed (ms since the epoch): routers keep only the decisions they made
     after this time as in-flight correction.
+    """
+    leader_term: _builtins.int
+    """The publishing leader's term for this pool: one more than the stored snapshot's when an
+    instance becomes leader. Routers order snapshots by (leader_term, seq), never by wall time.
     """
     @_builtins.property
     def nodes(self) -> _containers.RepeatedCompositeFieldContainer[Global___NodeLoad]: ...
@@ -189,10 +200,11 @@ class LoadSnapshot(_message.Message):
         seq: _builtins.int = ...,
         observed_at_unix_ms: _builtins.int = ...,
         nodes: _abc.Iterable[Global___NodeLoad] | None = ...,
+        leader_term: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["nodes", b"nodes", "observed_at_unix_ms", b"observed_at_unix_ms", "pool", b"pool", "seq", b"seq"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["leader_term", b"leader_term", "nodes", b"nodes", "observed_at_unix_ms", b"observed_at_unix_ms", "pool", b"pool", "seq", b"seq"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

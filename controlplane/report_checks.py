@@ -1,0 +1,122 @@
+"""What an agent may say: every NodeReport is checked before it is stored.
+
+A hostile or broken agent must not steer traffic: a load of -1e9 drew 29% of decisions, NaN was
+accepted, a report interval of 2^32-1 ms kept a silent node "healthy" for 149 days, and any
+client could register an engine at any address. Checks (pure, no I/O):
+
+* loads (running, waiting, throughput) finite and >= 0; ``kv_usage`` and ``prefix_hit_rate`` in
+  [0, 1]; ``weight`` finite, >= 0 and at most :data:`MAX_WEIGHT`;
+* ``report_interval_ms`` 0 (the control plane's) or within [:data:`MIN_INTERVAL_MS`,
+  :data:`MAX_INTERVAL_MS`] (the agents' own clamp);
+* the address's host an IP literal inside one of the allowed networks, when networks are
+  configured (``--agent-networks``);
+* the node bound to the agent identity that registered it (:func:`check_identity`).
+
+A failure is :class:`InvalidReportError` (INVALID_ARGUMENT) with a short ``reason`` label for
+``cacheroute_controlplane_agent_reports_rejected_total{reason}``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from cacheroute.v1 import agent_pb2
+from dataplane.core.names import clip
+
+MIN_INTERVAL_MS = 50
+MAX_INTERVAL_MS = 60_000
+MAX_WEIGHT = 1e6
+REASONS = ("load", "interval", "address", "identity", "weight")
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+class InvalidReportError(ValueError):
+    """A report the control plane refuses; ``reason`` is the metric label."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+def parse_networks(values: Sequence[str]) -> tuple[Network, ...]:
+    """CIDR strings → networks; raises ValueError naming a bad one."""
+    networks = []
+    for value in values:
+        try:
+            networks.append(ipaddress.ip_network(value.strip(), strict=False))
+        except ValueError as exc:
+            raise ValueError(f"agent network {clip(value)}: {exc}") from None
+    return tuple(networks)
+
+
+@dataclass(frozen=True)
+class ReportRules:
+    """The configured part of the checks."""
+
+    networks: tuple[Network, ...] = ()
+
+
+NO_RULES = ReportRules()
+
+
+def _finite_at_least_zero(name: str, value: float) -> None:
+    if not (math.isfinite(value) and value >= 0):
+        raise InvalidReportError("load", f"{name} must be a finite number >= 0, got {value!r}")
+
+
+def _fraction(name: str, value: float) -> None:
+    if not (math.isfinite(value) and 0.0 <= value <= 1.0):
+        raise InvalidReportError("load", f"{name} must be in [0, 1], got {value!r}")
+
+
+def check_address(address: str, rules: ReportRules) -> None:
+    if not rules.networks:
+        return
+    host = address.rpartition(":")[0].strip("[]")
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        raise InvalidReportError(
+            "address", f"address {clip(address)}: agent networks are configured, so the host "
+            "must be an IP address"
+        ) from None  # fmt: skip
+    if not any(ip in network for network in rules.networks):
+        allowed = ", ".join(str(n) for n in rules.networks[:4])
+        raise InvalidReportError(
+            "address", f"address {clip(address)} is outside the allowed agent networks ({allowed})"
+        )
+
+
+def check_report(report: agent_pb2.NodeReport, rules: ReportRules) -> None:
+    """Raise :class:`InvalidReportError` unless every field is within bounds (module doc)."""
+    for name in ("running", "waiting", "prompt_tokens_per_s", "generation_tokens_per_s"):
+        _finite_at_least_zero(name, getattr(report, name))
+    _fraction("kv_usage", report.kv_usage)
+    if report.HasField("prefix_hit_rate"):
+        _fraction("prefix_hit_rate", report.prefix_hit_rate)
+    weight = report.weight
+    if not (math.isfinite(weight) and 0 <= weight <= MAX_WEIGHT):
+        raise InvalidReportError("weight", f"weight must be in [0, {MAX_WEIGHT:g}], got {weight!r}")
+    interval = report.report_interval_ms
+    if interval and not MIN_INTERVAL_MS <= interval <= MAX_INTERVAL_MS:
+        raise InvalidReportError(
+            "interval",
+            f"report_interval_ms must be 0 or in [{MIN_INTERVAL_MS}, {MAX_INTERVAL_MS}], "
+            f"got {interval}",
+        )
+    if report.address:
+        check_address(report.address, rules)
+
+
+def check_identity(node_id: str, registered_by: str, identity: str) -> None:
+    """A node registered by one agent identity may not be reported by another."""
+    if registered_by and registered_by != identity:
+        raise InvalidReportError(
+            "identity",
+            f"node {clip(node_id)} is registered to agent identity {clip(registered_by)}; "
+            f"this stream is {clip(identity or 'anonymous')}",
+        )

@@ -1,0 +1,131 @@
+"""Leader failover with the agents pinned to the leader: routing degrades, it never blacks out.
+
+Real redis-server, two control planes, four simulated engines, one agents process pointed at the
+first control plane only, one router; all subprocesses on 127.0.0.1. The leader is SIGKILLed: the
+agents cannot reach anyone, so the new leader keeps their nodes up for its grace period and then
+marks them down; the router's panic threshold then routes over every undrained node. Before
+issue 9 the new leader published every node down at once and ~87% of Route calls failed
+UNAVAILABLE until the end of the run. Then the killed instance comes back on its port: the
+agents rejoin and every node is healthy again within a bound.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from cacheroute_state.embedded import EmbeddedRedis
+from tests.support.faults import Fleet, RouteProbe, list_nodes, until
+
+pytestmark = [pytest.mark.e2e, pytest.mark.redis, pytest.mark.grpc, pytest.mark.slow,
+              pytest.mark.timeout(180)]  # fmt: skip
+
+CP_FLAGS = ("--leader-lease-ttl", "1", "--load-publish-interval", "0.25",
+            "--node-timeout-intervals", "3", "--leader-grace", "4")  # fmt: skip
+RECOVERY_BOUND_S = 15.0  # agents' backoff tops out at 5 s; a stream then joins at once
+
+
+async def test_killing_the_leader_with_agents_pinned_to_it_fails_no_route_call(
+    tmp_path: Path,
+) -> None:
+    redis = EmbeddedRedis().start()
+    fleet = Fleet(tmp_path / "logs")
+    try:
+        cp1 = fleet.controlplane("cp-1", redis.url, *CP_FLAGS)
+        address1 = (await cp1.logged("control plane serving", "listen"))[0]
+        await cp1.logged("became leader", "instance")
+        cp2 = fleet.controlplane("cp-2", redis.url, *CP_FLAGS)
+        address2 = (await cp2.logged("control plane serving", "listen"))[0]
+        engines = fleet.engines("engines", 4)
+        urls = await engines.logged("engine serving", "url", 4)
+        nodes = {f"sim-{i}": url for i, url in enumerate(urls)}
+        fleet.agents("agents", address1, nodes)
+        router = fleet.router("router", redis.url)
+        router_address = (await router.logged("router serving", "address"))[0]
+
+        async def all_healthy() -> bool:
+            statuses = await list_nodes(address2)
+            return len(statuses) == 4 and all(s.load.healthy for s in statuses)
+
+        await until(all_healthy, 30, "four healthy nodes")
+        probe = RouteProbe(router_address).start()
+
+        async def routes_everywhere() -> bool:  # the router has applied a snapshot of all four
+            return len({o for _, o in probe.outcomes[-200:] if not o.startswith("error")}) == 4
+
+        await until(routes_everywhere, 20, "the router routes over all four nodes")
+
+        cp1.signal(signal.SIGKILL)
+        killed_at = time.time()
+        await cp2.logged("became leader", "instance", timeout=10)
+
+        async def all_down() -> bool:
+            return all(s.down for s in await list_nodes(address2))
+
+        await until(all_down, 20, "the new leader marks the silent nodes down after its grace")
+        await asyncio.sleep(3.0)  # the router has applied the all-down snapshots by now
+        during = [o for t, o in probe.outcomes if t >= killed_at]
+        assert len(during) > 200
+        assert probe.failures(since=killed_at) == []  # panic threshold: degraded, not dark
+        assert len({o for o in during[-100:]}) == 4  # spread over every undrained node
+
+        port = address1.rpartition(":")[2]
+        fleet.controlplane("cp-1b", redis.url, *CP_FLAGS, port=int(port))
+        back = await until(all_healthy, RECOVERY_BOUND_S, "nodes healthy after cp-1 returns")
+        await probe.stop()
+        assert probe.failures(since=killed_at) == []
+        assert back <= RECOVERY_BOUND_S
+    finally:
+        fleet.stop()
+        redis.stop()
+
+
+async def test_agents_given_every_address_follow_to_the_survivor_and_no_node_goes_down(
+    tmp_path: Path,
+) -> None:
+    redis = EmbeddedRedis().start()
+    fleet = Fleet(tmp_path / "logs")
+    try:
+        cp1 = fleet.controlplane("cp-1", redis.url, *CP_FLAGS)
+        address1 = (await cp1.logged("control plane serving", "listen"))[0]
+        await cp1.logged("became leader", "instance")
+        cp2 = fleet.controlplane("cp-2", redis.url, *CP_FLAGS)
+        address2 = (await cp2.logged("control plane serving", "listen"))[0]
+        engines = fleet.engines("engines", 4)
+        urls = await engines.logged("engine serving", "url", 4)
+        nodes = {f"sim-{i}": url for i, url in enumerate(urls)}
+        # the dead leader first: every agent starts on it
+        agents = fleet.agents("agents", f"{address1},{address2}", nodes)
+        router = fleet.router("router", redis.url)
+        router_address = (await router.logged("router serving", "address"))[0]
+
+        async def all_healthy() -> bool:
+            statuses = await list_nodes(address2)
+            return len(statuses) == 4 and all(s.load.healthy for s in statuses)
+
+        await until(all_healthy, 30, "four healthy nodes")
+        probe = RouteProbe(router_address).start()
+
+        async def routes_everywhere() -> bool:  # the router has applied a snapshot of all four
+            return len({o for _, o in probe.outcomes[-200:] if not o.startswith("error")}) == 4
+
+        await until(routes_everywhere, 20, "the router routes over all four nodes")
+        cp1.signal(signal.SIGKILL)
+        killed_at = time.time()
+        worst = 4
+        while time.time() < killed_at + 8.0:  # takeover (~1.3 s) + the grace (4 s) + margin
+            statuses = await list_nodes(address2)
+            worst = min(worst, sum(1 for s in statuses if s.load.healthy))
+            await asyncio.sleep(0.1)
+        await probe.stop()
+        assert worst == 4  # the agents moved to cp-2 within the new leader's grace
+        assert probe.failures(since=killed_at) == []
+        rejoined = [e for e in agents.events("controlplane_stream_lost")]
+        assert len(rejoined) >= 4  # each agent noticed the loss and moved on
+    finally:
+        fleet.stop()
+        redis.stop()

@@ -1,0 +1,30 @@
+"""The soak benchmark's CI mode: 30 s of steady Route load with a rollout every 5 s, all real
+processes (bench/bench_soak.py). The claim checked here is the one that is not about speed:
+not one Route call fails while plans roll out and snapshots flow."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.e2e, pytest.mark.redis, pytest.mark.grpc, pytest.mark.slow,
+              pytest.mark.timeout(180)]  # fmt: skip
+
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "bench_soak.py"
+
+
+def test_the_short_soak_fails_no_route_call_while_plans_roll_out(tmp_path: Path) -> None:
+    out = tmp_path / "soak.json"
+    done = subprocess.run(
+        [sys.executable, str(BENCH), "--ci", "--json", str(out), "--log-dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=150, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    result = json.loads(out.read_text())
+    assert result["errors"] == 0
+    assert result["calls"] > 1000
+    assert result["rollouts"] >= 3, result["rollout_errors"]
