@@ -3,8 +3,8 @@
     .venv/bin/python bench/bench_handler.py [--batches 300]
     PYTHONPATH=/path/to/other/checkout .venv/bin/python bench/bench_handler.py   # A/B
 
-What gRPC does not do: parsing the request bytes, validation, the decision (policy, in-flight record, traffic count,
-sampling, metrics) and encoding the answer, after the request was deserialized, on a 200,000-key
+What gRPC does not do: parsing the request bytes, validation, the decision (policy, in-flight
+record, traffic count, sampling, metrics) and encoding the answer, on a 200,000-key
 table over 16 nodes with the requests of ``bench_route.py`` (Zipf keys, 10 % not in the table).
 Timed in batches of 2,000 requests; the 10th percentile over batches is the figure to compare on a
 shared machine (the median moves with whatever else runs). To compare two trees, alternate runs of

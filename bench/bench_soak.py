@@ -30,7 +30,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from cachectl.localcluster.processes import ManagedProcess, python_module, stop_all
+from cachectl.localcluster.processes import ManagedProcess, logged_values, python_module, stop_all
 from cacheroute.v1 import admin_pb2, admin_pb2_grpc, routing_pb2, routing_pb2_grpc
 from cacheroute_state.embedded import EmbeddedRedis
 
@@ -51,14 +51,7 @@ async def logged(proc: ManagedProcess, event: str, field: str, count: int = 1) -
     deadline = time.monotonic() + 60
     while True:
         proc.check()
-        found = []
-        for line in proc.log_path.read_text(errors="replace").splitlines():
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(record, dict) and record.get("event") == event:
-                found.append(str(record[field]))
+        found = logged_values(proc.log_path, event, field)
         if len(found) >= count:
             return found[:count]
         if time.monotonic() > deadline:

@@ -64,7 +64,7 @@ def status_for(exc: BaseException) -> tuple[grpc.StatusCode, str]:
     return grpc.StatusCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}"
 
 
-async def handle(
+async def _handle(
     metrics: ControlPlaneMetrics,
     method: str,
     context: grpc.aio.ServicerContext[object, object],
@@ -102,7 +102,7 @@ def rpc(
 
     @functools.wraps(method)
     async def counted(self: S, request: Req, context: Context) -> T:
-        return await handle(self._metrics, name, context, lambda: method(self, request, context))
+        return await _handle(self._metrics, name, context, lambda: method(self, request, context))
 
     return counted
 

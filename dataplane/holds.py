@@ -24,7 +24,7 @@ from prometheus_client.registry import Collector
 
 from dataplane.core.load_view import LoadView
 from dataplane.core.route_input import RouteInput
-from dataplane.core.router import Outcome, Router
+from dataplane.core.router import RouteOutcome, Router
 
 DEFAULT_MAX_HOLD_S = 600.0
 DEFAULT_MAX_NAMED = 100_000
@@ -63,7 +63,7 @@ class Holds:
         self.open_count: dict[tuple[str, str], int] = {}
         self._named: OrderedDict[str, Hold] = OrderedDict()
 
-    def take(self, inp: RouteInput, outcome: Outcome, now: float) -> Hold:
+    def take(self, inp: RouteInput, outcome: RouteOutcome, now: float) -> Hold:
         """Hold the decision the router just made for ``inp`` (same event-loop turn)."""
         view = self._router.pools[inp.pool].view
         return self.take_node(inp.pool, view, view.nodes.index[outcome.node_id], now)

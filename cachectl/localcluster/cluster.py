@@ -16,7 +16,6 @@ context manager calls it on any exit, error or Ctrl-C.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -28,7 +27,7 @@ import aiohttp
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from cachectl.localcluster.processes import ManagedProcess, python_module, stop_all
+from cachectl.localcluster.processes import ManagedProcess, logged_values, python_module, stop_all
 from cacheroute.v1 import admin_pb2, admin_pb2_grpc, cluster_pb2, routing_pb2, routing_pb2_grpc
 from cacheroute_state.embedded import EmbeddedRedis, EmbeddedRedisError
 from sim.engine_model import LLAMA_70B
@@ -216,14 +215,7 @@ class LocalCluster:
         """``field`` of the first ``count`` ``event`` lines of a component's JSON log."""
         while True:
             self.check_alive()
-            found = []
-            for line in proc.log_path.read_text(errors="replace").splitlines():
-                try:
-                    record = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(record, dict) and record.get("event") == event:
-                    found.append(str(record[field]))
+            found = logged_values(proc.log_path, event, field)
             if len(found) >= count:
                 return found[:count]
             if time.monotonic() > deadline:

@@ -12,6 +12,7 @@ Output goes to ``<log dir>/<name>.log``.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -121,3 +122,16 @@ def stop_all(processes: Sequence[ManagedProcess], grace_s: float) -> None:
 def python_module(module: str, *args: str) -> list[str]:
     """``[sys.executable, -m, module, *args]``: components run in this interpreter's venv."""
     return [sys.executable, "-m", module, *args]
+
+
+def logged_values(log_path: Path, event: str, field: str) -> list[str]:
+    """``field`` of every ``event`` line of a component's JSON log, in order (others skipped)."""
+    found = []
+    for line in log_path.read_text(errors="replace").splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and record.get("event") == event:
+            found.append(str(record[field]))
+    return found

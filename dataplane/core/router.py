@@ -53,11 +53,6 @@ class RouteOutcome(NamedTuple):
     generation: int
 
 
-# The old name (it collided with cachectl.loadgen.results.Outcome); kept while branches written
-# against it are merged, then to be removed.
-Outcome = RouteOutcome
-
-
 class DecisionMetrics(Protocol):
     """Per-pool decision counters (:mod:`dataplane.router_metrics`); a no-op one for benchmarks."""
 

@@ -31,7 +31,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from dataplane.core.names import DEFAULT_POOL
-from dataplane.core.router import NoDestinationError, Outcome, Router, UnknownPoolError
+from dataplane.core.router import NoDestinationError, RouteOutcome, Router, UnknownPoolError
 from dataplane.holds import Hold, Holds
 from dataplane.http_front.choose import alternate
 from dataplane.http_front.errors import NOT_FOUND, SERVER_ERROR, UNAVAILABLE, FrontError
@@ -58,7 +58,7 @@ class FrontConfig:
     shutdown_timeout_s: float = 5.0  # open responses get this long on stop, then are cut
 
 
-def decision_headers(outcome: Outcome) -> dict[str, str]:
+def decision_headers(outcome: RouteOutcome) -> dict[str, str]:
     return {
         "x-cacheroute-node": outcome.node_id,
         "x-cacheroute-reason": str(outcome.reason),
@@ -200,7 +200,7 @@ class HttpFront:
         except web.HTTPRequestEntityTooLarge:
             raise _too_large(None, limit) from None
 
-    def _decide(self, parsed: FrontRequest, now: float) -> Outcome:
+    def _decide(self, parsed: FrontRequest, now: float) -> RouteOutcome:
         try:
             return self.router.route(parsed.route, now)
         except UnknownPoolError as exc:
@@ -216,7 +216,7 @@ class HttpFront:
         raw: bytes,
         path: str,
         parsed: FrontRequest,
-        outcome: Outcome,
+        outcome: RouteOutcome,
         held: list[Hold],
     ) -> web.StreamResponse:
         """Attempt, retry once on another node if that failed, relay; ``held`` gets the holds."""
