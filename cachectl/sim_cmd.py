@@ -226,7 +226,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _study(args: argparse.Namespace, policies: tuple[str, ...], title: str) -> int:
-    preset = presets.preset_for(args.workload)
+    preset = presets.study_preset(args.workload, args.profile)
     slos = _floats("--slo", args.slo) if args.slo else preset.slos
     ladder = _floats("--ladder", args.ladder) if args.ladder else preset.ladder
     if ladder is None:
@@ -328,16 +328,27 @@ def _common(parser: argparse.ArgumentParser) -> None:
         help="engines do not cache generated tokens (default: they do, like vLLM V1)")  # fmt: skip
 
 
+def _preset_ladders() -> str:
+    ladders = []
+    for workload, preset in presets.PRESETS.items():
+        for profile, (ladder, _) in preset.by_profile.items():
+            ladders.append(f"{workload} on {profile} " + ",".join(key_of(q) for q in ladder))
+        if preset.ladder is not None:
+            ladders.append(f"{workload} " + ",".join(key_of(q) for q in preset.ladder))
+    return "; ".join(ladders)
+
+
 def _study_flags(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
     add("--slo", metavar="S1,S2",
         help="p99 TTFT SLOs, s (default: paper 2,3.5,5 as in Table 1; else 3.5,5)")  # fmt: skip
-    add("--ladder", metavar="Q1,Q2", help="offered QPS rungs (paper default: "
-        + ",".join(key_of(q) for q in presets.PAPER_LADDER) + ")")  # fmt: skip
+    add("--ladder", metavar="Q1,Q2", help="offered QPS rungs (default per workload and profile, "
+        f"sim/presets.py: {_preset_ladders()})")  # fmt: skip
     add("--seeds", metavar="S1,S2",
         help="seeds (default: paper 2,3,4,5,6 as in the paper; else 1,2,3)")  # fmt: skip
     add("--ref-qps", type=float, metavar="Q", help="QPS of the p99/hit/imbalance columns "
-        "(default 100 for paper, else the middle rung)")  # fmt: skip
+        "(default: paper 100, or 800 on the public 70B profile; whales 300; lowshare 40; else "
+        "the middle rung)")  # fmt: skip
     add("--duration", type=float, default=STEADY_DURATION_S, metavar="S",
         help="simulated arrival window per run after the pre-warm (default 150 s: 30 s warm-up + "
         "120 s measured)")  # fmt: skip

@@ -10,6 +10,7 @@ import pytest
 
 from cachectl import sim_cmd
 from cachectl.main import main
+from sim import presets
 from tests.sim.test_sim_tiny import TinyWorkload
 
 
@@ -114,3 +115,51 @@ def test_unknown_workloads_and_options_are_flag_errors(capsys: pytest.CaptureFix
     assert "colour" in capsys.readouterr().err
     assert main([*base, "--workload", "paper", "--option", "novalue"]) == 2
     assert "--option" in capsys.readouterr().err
+
+
+class _CapturedError(Exception):
+    """Raised by the stand-in study runner once it has seen the study's arguments."""
+
+
+@pytest.mark.parametrize(
+    ("workload", "profile", "ladder", "ref_qps"),
+    [
+        ("paper", "paper-testbed", presets.PAPER_LADDER, 100.0),
+        ("paper", None, presets.PUBLIC_PAPER_LADDER, presets.PUBLIC_PAPER_REF_QPS),
+        ("whales", None, presets.WHALES_LADDER, presets.WHALES_REF_QPS),
+        ("lowshare", None, presets.LOWSHARE_LADDER, presets.LOWSHARE_REF_QPS),
+    ],
+)
+def test_studies_run_without_ladder_on_the_preset_of_their_workload_and_profile(
+    monkeypatch: pytest.MonkeyPatch,
+    workload: str,
+    profile: str | None,
+    ladder: tuple[float, ...],
+    ref_qps: float,
+) -> None:
+    seen: dict[str, Any] = {}
+
+    def capture(*args: Any, **kwargs: Any) -> None:
+        seen.update(kwargs)
+        raise _CapturedError
+
+    monkeypatch.setattr(sim_cmd, "run_study", capture)
+    argv = ["sim", "capacity", "--workload", workload, "--q-cap", "1", "--policies", "flat"]
+    with pytest.raises(_CapturedError):
+        main([*argv, *(["--profile", profile] if profile else [])])
+    assert tuple(seen["ladder"]) == ladder
+    assert ref_qps in ladder and presets.study_preset(workload, profile).ref_qps == ref_qps
+
+
+def test_the_public_profile_ladder_climbs_past_the_testbed_ladder() -> None:
+    assert max(presets.PUBLIC_PAPER_LADDER) >= 6 * max(presets.PAPER_LADDER)
+    assert presets.WHALES_LADDER[0] == 30.0 and presets.WHALES_LADDER[-1] == 500.0
+
+
+def test_gate_commands_keep_the_base_presets_loads() -> None:
+    # drift and shadow read preset_for(workload) without a profile: the study ladders must not
+    # move their default loads (paper 100 QPS; lowshare and whales: half of q_cap x R).
+    assert presets.preset_for("paper").ref_qps == 100.0
+    assert presets.preset_for("lowshare").ref_qps is None
+    assert presets.preset_for("whales").ref_qps is None
+    assert presets.preset_for("tiny", "paper-testbed") is presets.FALLBACK

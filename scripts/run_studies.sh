@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The studies of docs/results.md §4 (issue 13 §5-6), one per name, on the machine's spare CPU.
+#
+#   scripts/run_studies.sh OUTDIR STUDY...      e.g. scripts/run_studies.sh /tmp/studies lowshare
+#
+# Each study writes OUTDIR/STUDY.json (the results document), .txt (the table), .err (progress)
+# and, where it says so, .png. Seeds 2,3,4 (Table 1 alone has the paper's 2-6); ladders, SLOs and
+# reference loads are the presets' (sim/presets.py) unless a study names them. JOBS (default 1)
+# worker processes under `nice -n 10`, since the machine is shared.
+set -euo pipefail
+out=${1:?usage: run_studies.sh OUTDIR STUDY...}
+shift
+mkdir -p "$out"
+jobs=${JOBS:-1}
+py=${PY:-.venv/bin/python}
+testbed=(--workload paper --profile paper-testbed)
+key=flat,sticky,chwbl,dualmap,preble,sglang,cacheroute
+
+run() {  # run NAME ARGS...: one `cachectl sim` study, timed
+  local name=$1
+  shift
+  local started=$SECONDS
+  nice -n 10 "$py" -m cachectl sim "$@" --jobs "$jobs" --out "$out/$name.json" \
+    >"$out/$name.txt" 2>"$out/$name.err"
+  echo "$name: $((SECONDS - started)) s wall" | tee -a "$out/walltimes.txt"
+}
+
+for study in "$@"; do
+  case $study in
+    lowshare)  # Qwen3-32B low sharing, the seven policies on the preset ladder
+      run lowshare capacity --workload lowshare --seeds 2,3,4 --plot "$out/lowshare.png" ;;
+    routers4 | routers16)  # many routers: Table 1's setting with N routers
+      run "$study" capacity "${testbed[@]}" --routers "${study#routers}" --seeds 2,3,4 \
+        --policies "$key" ;;
+    whales)  # the 8B mechanism ablation on the preset ladder 30…500
+      run whales ablation --workload whales --seeds 2,3,4 --plot "$out/whales.png" ;;
+    topk256)
+      run topk256 capacity "${testbed[@]}" --top-k 256 --seeds 2,3,4 ;;
+    gamma)
+      run gamma capacity "${testbed[@]}" --option arrival=gamma --option cv=1.9 --seeds 2,3,4 ;;
+    ragrequest)  # the other RAG scope Flat-LB cannot tell apart (docs/results.md §2)
+      run ragrequest capacity "${testbed[@]}" --option rag_scope=request --seeds 2,3,4 \
+        --policies flat,preble,sglang,cacheroute ;;
+    public)  # the public H100 profile to its knee: reduced policies and seeds (cost)
+      run public capacity --workload paper --profile llama-3.3-70b-fp8-tp2-h100 --seeds 2,3 \
+        --policies flat,sglang,cacheroute --plot "$out/public.png" ;;
+    *) echo "unknown study $study" >&2; exit 2 ;;
+  esac
+done
