@@ -45,9 +45,7 @@ def workload() -> PaperWorkload:
 
 def golden() -> dict[str, Any]:
     """Every run's full metrics plus one convergence check, keyed for a readable diff."""
-    records = run_study(
-        workload(), TABLE1_POLICIES, settings(), ladder=LADDER, seeds=SEEDS, jobs=1
-    )
+    records = run_study(workload(), TABLE1_POLICIES, settings(), ladder=LADDER, seeds=SEEDS, jobs=1)
     runs = {f"{r.policy}/{r.seed}/{r.qps:g}": r.metrics.to_dict() for r in records}
     # Two routers, each with its own view and policy instance (history split between them).
     routers = run_study(
