@@ -6,21 +6,44 @@
 The first form prints the table ``cachectl sim capacity`` prints, as Markdown, then each policy's
 per-seed knees. ``--routers`` puts studies that differ only in ``--routers`` side by side: per
 policy, the KV hit at the reference QPS and the capacity at each SLO against router count.
+``--rungs Q1,Q2`` first re-summarises every study from its runs on those rungs only, so studies
+run on different ladders are compared on the same one.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from sim.report import table_rows
+from sim.report import summarize_policies, table_rows
+from sim.run_results import RunMetrics
+from sim.study import RunRecord
 
 
 def _load(path: str) -> dict[str, Any]:
     doc: dict[str, Any] = json.loads(Path(path).read_text())
     return doc
+
+
+def on_rungs(doc: dict[str, Any], rungs: set[float]) -> dict[str, Any]:
+    """``doc`` re-summarised from its runs on ``rungs`` only (every rung must have been run)."""
+    missing = rungs - {float(q) for q in doc["ladder"]}
+    if missing:
+        raise SystemExit(f"rungs {sorted(missing)} were not run in this study")
+    names = {f.name for f in fields(RunMetrics)}
+    records = [
+        RunRecord(
+            r["policy"], r["seed"], r["qps"], RunMetrics(**{k: r[k] for k in names}), r["wall_s"]
+        )
+        for r in doc["runs"]
+        if float(r["qps"]) in rungs
+    ]
+    slos = [float(s) for s in doc["slos"]]
+    results = summarize_policies(records, slos, float(doc["ref_qps"]))
+    return doc | {"ladder": sorted(rungs), "results": results}
 
 
 def _markdown(headers: list[str], rows: list[list[object]]) -> str:
@@ -81,8 +104,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("studies", nargs="+")
     parser.add_argument("--routers", action="store_true", help="compare router counts")
+    parser.add_argument("--rungs", help="re-summarise on these rungs only (comma-separated)")
     args = parser.parse_args()
     docs = [_load(p) for p in args.studies]
+    if args.rungs:
+        docs = [on_rungs(d, {float(q) for q in args.rungs.split(",")}) for d in docs]
     if args.routers:
         print(routers_table(docs))
         return
