@@ -234,12 +234,13 @@ class PaperStream:
     def requests(self) -> list[SimRequest]:
         """The stream as the simulator's request records."""
         names, hashes = self.active.names, self.active.hashes
-        blocks = to_tuples(self.block_ids, self.block_start)
+        interned: dict[int, int] = {}  # one object per id across prompts and outputs
+        blocks = to_tuples(self.block_ids, self.block_start, interned)
         n = len(self.arrival_s)
         if self.output_ids is None or self.output_start is None:
             outputs: list[tuple[int, ...]] = [()] * n
         else:
-            outputs = to_tuples(self.output_ids, self.output_start)
+            outputs = to_tuples(self.output_ids, self.output_start, interned)
         columns = zip(
             self.arrival_s.tolist(),
             self.key.tolist(),
