@@ -37,6 +37,9 @@ for study in "$@"; do
         --policies "$key" --ladder "$router_ladder" ;;
     whales)  # the 8B mechanism ablation on the preset ladder 30…500
       run whales ablation --workload whales --seeds 2,3,4 --plot "$out/whales.png" ;;
+    whales6)  # the same on six of its rungs (what fitted the shared machine this round)
+      run whales6 ablation --workload whales --seeds 2,3,4 --ladder 60,100,200,300,400,500 \
+        --plot "$out/whales6.png" ;;
     topk256)
       run topk256 capacity "${testbed[@]}" --top-k 256 --seeds 2,3,4 ;;
     gamma)
