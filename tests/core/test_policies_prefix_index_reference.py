@@ -20,6 +20,13 @@ from dataplane.core.policies.prefix_index import PrefixIndex
 NODES = NodeSet([f"n{i}" for i in range(5)])
 
 
+class CompactingIndex(PrefixIndex):
+    """Compacts its logs often, so the test sees compaction before and after the switch."""
+
+    LOG_SLACK = 2
+    LOG_MIN = 16
+
+
 class ReferenceIndex:
     def __init__(self, nodes: int, cap: int) -> None:
         self.cap = cap
@@ -64,9 +71,12 @@ def chain(rng: random.Random) -> tuple[int, ...]:
 
 @pytest.mark.parametrize("cap", [3, 40, 250, 430, 10_000])
 @pytest.mark.parametrize("seed", [1, 2])
-def test_random_traffic_gives_the_reference_answers_after_every_call(cap: int, seed: int) -> None:
+@pytest.mark.parametrize("kind", [PrefixIndex, CompactingIndex])
+def test_random_traffic_gives_the_reference_answers_after_every_call(
+    kind: type[PrefixIndex], cap: int, seed: int
+) -> None:
     rng = random.Random(seed)
-    fast, slow = PrefixIndex(NODES, cap), ReferenceIndex(len(NODES.ids), cap)
+    fast, slow = kind(NODES, cap), ReferenceIndex(len(NODES.ids), cap)
     seen: set[int] = set()
     for _ in range(3000):
         blocks = chain(rng)

@@ -38,9 +38,13 @@ class PrefixIndex:
     appended in C) and a count of its distinct blocks; the owner mask says whether a block is
     new to it. The LRU order is then rebuilt from the log (order of last touch, exactly what
     refreshing each block in turn gives) and kept as an ordered map from there on. The log is
-    compacted to its distinct blocks whenever it grows past twice their number, so it stays
-    bounded. An index whose cap is never reached (SGLang's 2**20 blocks per node) never orders.
+    compacted to its distinct blocks whenever it grows past ``LOG_SLACK`` times their number, so
+    it stays bounded. An index whose cap is never reached (SGLang's 2**20 blocks per node) never
+    orders.
     """
+
+    LOG_SLACK = 4  # a logging node's log is compacted past this many times its distinct blocks
+    LOG_MIN = 4096  # ... plus this many entries
 
     __slots__ = ("_count", "_log", "_lru", "_owners", "max_blocks_per_node", "nodes")
 
@@ -84,7 +88,7 @@ class PrefixIndex:
             log.extend(reversed(blocks))  # deepest first: the root ends most recently used
             count = self._count[node] = self._count[node] + new
             if count <= self.max_blocks_per_node:
-                if len(log) > 2 * count + 1024:
+                if len(log) > self.LOG_SLACK * count + self.LOG_MIN:
                     log[:] = _by_last_touch(log)
                 return
             lru = self._lru[node] = OrderedDict.fromkeys(_by_last_touch(log))
