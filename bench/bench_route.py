@@ -57,6 +57,22 @@ TABLE_KEYS = 1_000_000
 REQUEST_KEYS = 50_000  # distinct keys the clients send (90% warm, 10% tail)
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
+# (server CPU, client CPU) with --pin: both servers share one CPU, the client has the other, so the
+# scheduler cannot favour one server by where it places it (unpinned, two identical bare servers
+# differed by up to ±60 µs of CPU per call on the loaded 2-vCPU machine; pinned, by ±2 µs).
+PIN: tuple[int, int] | None = None
+
+
+def _start(cpu: int | None) -> Any:
+    """A ``preexec_fn``: die with the parent, and run on ``cpu`` when pinning."""
+    die = die_with_parent()
+
+    def start() -> None:
+        die()
+        if cpu is not None:
+            os.sched_setaffinity(0, {cpu})
+
+    return start
 
 
 # -- tables and requests ------------------------------------------------------------------------
@@ -162,9 +178,18 @@ async def bare_server(listen: str) -> None:
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU of every thread of process ``pid`` so far."""
+    """User + system CPU of every thread of process ``pid`` so far (clock ticks: 10 ms)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_seconds(pid: int) -> float:
+    """CPU of the live threads of ``pid`` in ns resolution (schedstat): for idle figures."""
+    total = 0
+    for stat in Path(f"/proc/{pid}/task").glob("*/schedstat"):
+        with contextlib.suppress(OSError):
+            total += int(stat.read_text().split()[0])
+    return total / 1e9
 
 
 async def client(
@@ -217,7 +242,7 @@ def run_client(
             [PY, __file__, "client", "--target", target, "--mode", mode,
              "--concurrency", str(concurrency), "--duration", str(duration), "--out", str(out),
              "--cpu-pid", str(cpu_pid)],
-            check=True, preexec_fn=die_with_parent(),
+            check=True, preexec_fn=_start(PIN[1] if PIN else None),
         )  # fmt: skip
         data = np.load(out)
         return {k: data[k] for k in data.files}
@@ -320,12 +345,12 @@ async def cpu_rounds(
     results: dict[str, Any] = {}
     idle: dict[str, list[float]] = {name: [] for name in targets}
     for _ in range(args.rounds):
-        before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+        before = {name: run_seconds(pid) for name, pid in pids.items()}
         started = time.monotonic()
         await asyncio.sleep(args.duration)
         elapsed = time.monotonic() - started
         for name, pid in pids.items():
-            idle[name].append((cpu_seconds(pid) - before[name]) / elapsed * 1000)
+            idle[name].append((run_seconds(pid) - before[name]) / elapsed * 1000)
     for name in targets:
         results[f"cpu_idle_{name}_ms_per_s"] = float(np.median(idle[name]))
     for concurrency in args.concurrency:
@@ -507,11 +532,11 @@ async def orchestrate(
             procs.append(subprocess.Popen(
                 [PY, "-m", "dataplane", "--listen", router_addr, "--redis-url", redis_server.url,
                  "--router-id", "bench-router", "--log-level", "warning", *args.router_args],
-                env=env, preexec_fn=die_with_parent(),  # noqa: PLW1509
+                env=env, preexec_fn=_start(PIN[0] if PIN else None),  # noqa: PLW1509
             ))  # fmt: skip
             procs.append(subprocess.Popen(
                 [PY, __file__, "bare-server", "--listen", bare_addr],
-                env=env, preexec_fn=die_with_parent(),  # noqa: PLW1509
+                env=env, preexec_fn=_start(PIN[0] if PIN else None),  # noqa: PLW1509
             ))  # fmt: skip
             await wait_serving(router_addr)
             await wait_serving(bare_addr)
@@ -563,6 +588,10 @@ def main() -> None:
         help="comma-separated subset of inprocess,route,batch,swap,cpu",
     )  # fmt: skip
     parser.add_argument("--verbose", action="store_true", help="print slow requests near swaps")
+    parser.add_argument(
+        "--pin", default=None, type=lambda v: tuple(int(x) for x in v.split(",")),
+        help="SERVER_CPU,CLIENT_CPU: run router and bare server on one CPU, the client on another",
+    )  # fmt: skip
     parser.add_argument("--load-period", type=float, default=0.25, help="snapshot period (0: off)")
     parser.add_argument(
         "--router-args", default=[], type=lambda v: v.split(), help="extra router flags"
@@ -572,6 +601,8 @@ def main() -> None:
         help="caller counts for the Route latency rounds",
     )  # fmt: skip
     args = parser.parse_args()
+    global PIN  # noqa: PLW0603 - read by the process starters
+    PIN = args.pin if args.cmd is None else None
     if args.cmd == "bare-server":
         asyncio.run(bare_server(args.listen))
     elif args.cmd == "client":
