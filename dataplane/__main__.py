@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import structlog
 
 from dataplane.core.names import InvalidNameError, validate_pool
+from dataplane.core.outliers import OutlierConfig
 from dataplane.core.policies import POLICIES
 from dataplane.http_front.app import FrontConfig
 from dataplane.server import RouterConfig, RouterServer, default_router_id
@@ -25,6 +26,7 @@ from servekit.settings import SettingsError, add_config_flag, document_env, pars
 
 DEFAULTS = RouterConfig(router_id="")
 FRONT = FrontConfig()
+OUTLIERS = OutlierConfig()
 # The serving thread waits at most this long for the GIL when a worker thread (a table decode, a
 # metrics scrape) runs Python code; CPython's default of 5 ms would show in Route's p99.
 GIL_SWITCH_INTERVAL_S = 0.0005
@@ -110,6 +112,32 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=d.load_max_age_s,
         help="seconds after which a load snapshot is too old: only in-flight counts are compared",
+    )
+    add(
+        "--outlier-consecutive-failures",
+        type=int,
+        default=OUTLIERS.consecutive_failures,
+        help="eject an engine from this router's routing after this many failed attempts in a "
+        "row (connect error, timeout, 5xx; 0: passive health off)",
+    )
+    add(
+        "--outlier-base-ejection",
+        type=float,
+        default=OUTLIERS.base_ejection_s,
+        help="seconds of a first ejection; each repeated ejection adds as much again",
+    )
+    add(
+        "--outlier-max-ejection",
+        type=float,
+        default=OUTLIERS.max_ejection_s,
+        help="longest ejection, seconds",
+    )
+    add(
+        "--outlier-max-ejected-share",
+        type=float,
+        default=OUTLIERS.max_ejected_share,
+        help="at most this share of a pool's undrained engines is ejected at once (at least "
+        "one, never the last)",
     )
     add(
         "--max-message-bytes",
@@ -199,8 +227,18 @@ def config_from(args: argparse.Namespace) -> RouterConfig:
         raise SettingsError("--max-message-bytes must be >= 65536")
     if args.top_keys < 1 or args.sample_buffer < 0:
         raise SettingsError("--top-keys must be >= 1 and --sample-buffer >= 0")
+    try:
+        outliers = OutlierConfig(
+            consecutive_failures=args.outlier_consecutive_failures,
+            base_ejection_s=args.outlier_base_ejection,
+            max_ejection_s=args.outlier_max_ejection,
+            max_ejected_share=args.outlier_max_ejected_share,
+        )
+    except ValueError as exc:
+        raise SettingsError(f"--outlier-* options: {exc}") from None
     return RouterConfig(
         http=front_config(args),
+        outliers=outliers,
         listen=args.listen,
         redis_url=args.redis_url,
         router_id=args.router_id or default_router_id(),

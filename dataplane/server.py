@@ -16,6 +16,8 @@ Loops (all on the server's event loop; none of them is on a decision's path):
   (``ack_interval_s``, 5 s); see :mod:`dataplane.table_watcher`.
 * load watcher (every ``load_interval_s``, 1 s, besides the pushed snapshots).
 * traffic reports (``report_interval_s``, 5 s) and trace samples (``sample_interval_s``, 1 s).
+* passive health: ejected destinations return when their time is up (every 0.25 s);
+  see :mod:`dataplane.passive_health`.
 
 With ``http`` set, the OpenAI-compatible front (:mod:`dataplane.http_front`) serves on the same
 event loop and decides with the same router; it starts after gRPC and stops before it.
@@ -39,10 +41,12 @@ from cacheroute.v1 import routing_pb2
 from cacheroute_state import Stores, open_stores
 from cacheroute_state.interfaces import StoreUnavailableError
 from cacheroute_state.urls import redacted
+from dataplane.core.outliers import OutlierConfig
 from dataplane.core.router import Router
 from dataplane.holds import Holds, InFlightCollector
 from dataplane.http_front.app import FrontConfig, HttpFront
 from dataplane.load_watcher import LoadWatcher
+from dataplane.passive_health import PassiveHealth
 from dataplane.router_metrics import RouterMetrics
 from dataplane.sampler import Sampler, SampleReporter
 from dataplane.servicer import RouterServicer, add_to_server
@@ -96,6 +100,7 @@ class RouterConfig:
     correction_horizon_s: float = 5.0
     panic_threshold: float = 0.5
     load_max_age_s: float = 3.0
+    outliers: OutlierConfig = field(default_factory=OutlierConfig)  # passive health
     # Largest request accepted: a 1,000-request batch of full 4 KiB prompts is ~4 MB.
     max_message_bytes: int = 4 * 1024 * 1024
     startup_timeout_s: float = 3.0
@@ -128,13 +133,17 @@ class RouterServer:
             pool_metrics=self.metrics.for_pool,
             panic_threshold=config.panic_threshold,
             load_max_age_s=config.load_max_age_s,
+            outliers=config.outliers,
         )
         self.metrics.watch(self.router)
+        self.health = PassiveHealth(self.router, self.metrics.registry)
         self.holds = Holds(self.router)
         self.metrics.registry.register(InFlightCollector(self.holds))
         self.http: HttpFront | None = None
         if config.http is not None:
-            self.http = HttpFront(self.router, self.holds, config.http, self.metrics.registry)
+            self.http = HttpFront(
+                self.router, self.holds, config.http, self.metrics.registry, self.health
+            )
         self.stores: Stores = open_stores(config.redis_url)
         self.grpc = GrpcServer(
             config.listen,
@@ -207,6 +216,7 @@ class RouterServer:
             "loads": self.loads.run,
             "traffic": self.traffic.run,
             "samples": self.samples.run,
+            "outliers": self.health.run,
         }
         if not synced:
             loops["first-sync"] = self._serve_once_synced

@@ -26,6 +26,13 @@ from cacheroute.v1 import cluster_pb2
 from dataplane.core.heavy_hitters import TrafficCounter
 from dataplane.core.load_view import DEFAULT_PANIC_THRESHOLD, LoadView, NodeSet, bind_with_memo
 from dataplane.core.names import DEFAULT_POOL, POOL_PATTERN
+from dataplane.core.outliers import (
+    Ejection,
+    OutlierConfig,
+    OutlierDetector,
+    apply_ejections,
+    undrained,
+)
 from dataplane.core.policies import Policy, Reason, Request, make_policy
 from dataplane.core.route_input import RouteInput
 from dataplane.core.table import RoutingTable
@@ -87,6 +94,7 @@ class PoolState:
         "metrics",
         "name",
         "outcomes",
+        "outliers",
         "policy",
         "table",
         "table_applied_at",
@@ -97,8 +105,16 @@ class PoolState:
         "view",
     )
 
-    def __init__(self, name: str, policy: Policy, view: LoadView, traffic: TrafficCounter) -> None:
+    def __init__(
+        self,
+        name: str,
+        policy: Policy,
+        view: LoadView,
+        traffic: TrafficCounter,
+        outliers: OutlierDetector | None = None,
+    ) -> None:
         self.name = name
+        self.outliers = outliers if outliers is not None else OutlierDetector(OutlierConfig(0))
         self.policy = policy
         # Only policies that declare it read prefix blocks; for the others the router skips
         # hashing the prompt.
@@ -137,6 +153,7 @@ class Router:
         pool_metrics: Callable[[str], DecisionMetrics] | None = None,
         panic_threshold: float = DEFAULT_PANIC_THRESHOLD,
         load_max_age_s: float = 3.0,
+        outliers: OutlierConfig | None = None,
     ) -> None:
         make_policy(policy, seed=seed)  # fail at start on an unknown name
         self.policy_name = policy
@@ -144,6 +161,7 @@ class Router:
         self.correction_horizon_s = correction_horizon_s
         self.panic_threshold = panic_threshold
         self.load_max_age_s = load_max_age_s
+        self.outlier_config = outliers if outliers is not None else OutlierConfig(0)
         self.top_keys = top_keys
         self.sampler = sampler
         self.pools: dict[str, PoolState] = {}
@@ -163,7 +181,8 @@ class Router:
             # Seeded per pool so pools do not share one random sequence; stable across restarts.
             policy = make_policy(self.policy_name, seed=self.seed ^ zlib.crc32(name.encode()))
             view = self._new_view(NodeSet(()))
-            state = PoolState(name, policy, view, TrafficCounter(self.top_keys))
+            traffic = TrafficCounter(self.top_keys)
+            state = PoolState(name, policy, view, traffic, OutlierDetector(self.outlier_config))
             if self._pool_metrics is not None:
                 state.metrics = self._pool_metrics(name)
             self.pools[name] = state
@@ -299,6 +318,8 @@ class Router:
             view.forget_loads(old)
         if view is not state.view:
             state.outcomes = {}
+            state.outliers.keep_only(set(ids))
+            apply_ejections(state.outliers, view)
         state.view = view
         state.load_order = order
         state.load_applied_at = now
@@ -318,3 +339,34 @@ class Router:
                 state.load_aged = True
                 aged.append(name)
         return aged
+
+    # -- passive health (dataplane.core.outliers) -----------------------------------------------
+
+    def report_attempt(self, pool: str, node_id: str, ok: bool, now: float) -> Ejection | None:
+        """One attempt's outcome on ``node_id`` (``now``: monotonic); the ejection it caused."""
+        state = self.pools.get(pool)
+        if state is None:
+            return None
+        detector = state.outliers
+        if ok:
+            detector.success(node_id)
+            return None
+        view = state.view
+        if node_id not in view.nodes.index:
+            return None  # the node left the pool meanwhile
+        ejection = detector.failure(node_id, now, undrained(view))
+        if ejection is not None:
+            apply_ejections(detector, view)
+        return ejection
+
+    def return_ejected(self, now: float) -> list[tuple[str, str]]:
+        """Let back every destination whose ejection is over; (pool, node id) of each."""
+        back: list[tuple[str, str]] = []
+        for name, state in self.pools.items():
+            detector = state.outliers
+            if detector.ejected:
+                returned = detector.expire(now)
+                if returned:
+                    apply_ejections(detector, state.view)
+                    back.extend((name, node_id) for node_id in returned)
+        return back
