@@ -6,14 +6,16 @@ import pytest
 
 from cacheroute.v1 import cluster_pb2, routing_pb2
 from dataplane.core.load_view import LoadView, NodeSet
-from dataplane.core.outliers import OutlierConfig, OutlierDetector
+from dataplane.core.outliers import Ejection, OutlierConfig, OutlierDetector
 from dataplane.core.route_input import parse_request
 from dataplane.core.router import Router
 
 CONFIG = OutlierConfig(consecutive_failures=3, base_ejection_s=10.0, max_ejection_s=25.0)
 
 
-def fail(detector: OutlierDetector, node: str, times: int, now: float, members: int = 4) -> object:
+def fail(
+    detector: OutlierDetector, node: str, times: int, now: float, members: int = 4
+) -> Ejection | None:
     result = None
     for _ in range(times):
         result = detector.failure(node, now, members)
@@ -108,13 +110,13 @@ def test_bad_settings_are_rejected(kwargs: dict[str, float]) -> None:
 def test_the_view_excludes_ejected_nodes_but_never_empties_the_pool() -> None:
     view = LoadView(NodeSet(["a", "b", "c"]), panic_threshold=0.5)
     view.set_ejected(frozenset({0}))
-    assert view.eligible_nodes == (1, 2) and not view.healthy[0]
+    assert list(view.eligible_nodes) == [1, 2] and not view.healthy[0]
     view.set_states(healthy=[True, False, False])  # panic: every undrained node, minus ejected
-    assert view.panic and view.eligible_nodes == (1, 2)
+    assert view.panic and list(view.eligible_nodes) == [1, 2]
     view.set_states(healthy=[True, True, True], draining=[False, True, True])
-    assert view.eligible_nodes == (0,)  # only the ejected one is left: ejection is ignored
+    assert list(view.eligible_nodes) == [0]  # only the ejected one is left: ejection is ignored
     view.set_ejected(frozenset())
-    assert view.eligible_nodes == (0,) and view.healthy[0]
+    assert list(view.eligible_nodes) == [0] and view.healthy[0]
 
 
 def snapshot(ids: list[str], seq: int) -> cluster_pb2.LoadSnapshot:
