@@ -151,7 +151,7 @@ class RouterServer:
             tls=config.tls,
             max_message_bytes=config.max_message_bytes,
         )
-        servicer = RouterServicer(self.router, self.metrics, config.policy, self.holds)
+        servicer = RouterServicer(self.router, self.metrics, config.policy, self.holds, self.health)
         add_to_server(servicer, self.grpc.server)
         self.address = self.grpc.address
         self.tables = TableWatcher(
