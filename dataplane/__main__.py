@@ -11,6 +11,7 @@ import asyncio
 import gc
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 import structlog
 
@@ -19,6 +20,7 @@ from dataplane.core.outliers import OutlierConfig
 from dataplane.core.policies import POLICIES
 from dataplane.http_front.app import FrontConfig
 from dataplane.server import RouterConfig, RouterServer, default_router_id
+from servekit.auth_file import AuthFileError, load_auth_file
 from servekit.flags import HelpFormatter, add_log_flags, add_server_tls_flags, server_tls
 from servekit.grpc_server import run_until_signal
 from servekit.logging import configure_logging
@@ -140,6 +142,21 @@ def build_parser() -> argparse.ArgumentParser:
         "one, never the last)",
     )
     add(
+        "--auth-file",
+        type=Path,
+        default=None,
+        help="the control plane's auth file (YAML of {name, role, sha256|subject}): Route "
+        "callers are named by their bearer token or certificate; unknown callers are served "
+        "but not counted for planning",
+    )
+    add(
+        "--planning-rate-limit",
+        type=float,
+        default=d.planning_rate_limit,
+        help="Route requests per second per caller (token name, else peer address) that count "
+        "for planning; the rest are served, not counted (0: no limit)",
+    )
+    add(
         "--max-message-bytes",
         type=int,
         default=d.max_message_bytes,
@@ -236,9 +253,17 @@ def config_from(args: argparse.Namespace) -> RouterConfig:
         )
     except ValueError as exc:
         raise SettingsError(f"--outlier-* options: {exc}") from None
+    if args.planning_rate_limit < 0:
+        raise SettingsError("--planning-rate-limit must be >= 0")
+    try:
+        auth = load_auth_file(args.auth_file) if args.auth_file is not None else None
+    except AuthFileError as exc:
+        raise SettingsError(str(exc)) from None
     return RouterConfig(
         http=front_config(args),
         outliers=outliers,
+        auth=auth,
+        planning_rate_limit=args.planning_rate_limit,
         listen=args.listen,
         redis_url=args.redis_url,
         router_id=args.router_id or default_router_id(),

@@ -47,12 +47,14 @@ from dataplane.holds import Holds, InFlightCollector
 from dataplane.http_front.app import FrontConfig, HttpFront
 from dataplane.load_watcher import LoadWatcher
 from dataplane.passive_health import PassiveHealth
+from dataplane.planning_gate import PlanningGate
 from dataplane.router_metrics import RouterMetrics
 from dataplane.sampler import Sampler, SampleReporter
 from dataplane.servicer import RouterServicer, add_to_server
 from dataplane.table_watcher import TableWatcher
 from dataplane.traffic import TrafficReporter
 from servekit.addresses import parse_host_port
+from servekit.auth_file import AuthTable
 from servekit.grpc_server import GrpcServer
 from servekit.metrics_endpoint import MetricsEndpoint
 from servekit.tls import TlsConfig
@@ -101,6 +103,8 @@ class RouterConfig:
     panic_threshold: float = 0.5
     load_max_age_s: float = 3.0
     outliers: OutlierConfig = field(default_factory=OutlierConfig)  # passive health
+    auth: AuthTable | None = None  # names Route callers; unknown ones are not counted
+    planning_rate_limit: float = 0.0  # counted Route requests per second per caller; 0: off
     # Largest request accepted: a 1,000-request batch of full 4 KiB prompts is ~4 MB.
     max_message_bytes: int = 4 * 1024 * 1024
     startup_timeout_s: float = 3.0
@@ -151,7 +155,12 @@ class RouterServer:
             tls=config.tls,
             max_message_bytes=config.max_message_bytes,
         )
-        servicer = RouterServicer(self.router, self.metrics, config.policy, self.holds, self.health)
+        planning = None
+        if PlanningGate.enabled(config.auth, config.planning_rate_limit):
+            planning = PlanningGate(config.auth, config.planning_rate_limit, self.metrics.registry)
+        servicer = RouterServicer(
+            self.router, self.metrics, config.policy, self.holds, self.health, planning
+        )
         add_to_server(servicer, self.grpc.server)
         self.address = self.grpc.address
         self.tables = TableWatcher(

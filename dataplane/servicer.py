@@ -15,8 +15,9 @@ gRPC answer UNKNOWN and log a traceback per call.
 
 ``hold_until_release`` (with a ``request_id``) holds the decision's load until ``Release`` names
 the id (:mod:`dataplane.holds`); without an id it is INVALID_ARGUMENT, checked before routing.
-A ``Release`` that carries an ``outcome`` reports it to passive health
-(:mod:`dataplane.passive_health`), but only when it ends an open hold.
+With ``--auth-file`` or ``--planning-rate-limit`` (:mod:`dataplane.planning_gate`) some calls
+are routed but not counted for planning. A ``Release`` that carries an ``outcome`` reports it to
+passive health (:mod:`dataplane.passive_health`), but only when it ends an open hold.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from dataplane.core.route_input import InvalidRequestError, parse_batch, parse_r
 from dataplane.core.router import NoDestinationError, RouteError, Router, UnknownPoolError
 from dataplane.holds import Holds
 from dataplane.passive_health import PassiveHealth
+from dataplane.planning_gate import PlanningGate
 from dataplane.router_metrics import RouterMetrics
 
 MAX_BATCH = 1000
@@ -75,9 +77,11 @@ class RouterServicer:
         policy: str,
         holds: Holds | None = None,
         health: PassiveHealth | None = None,
+        planning: PlanningGate | None = None,
     ) -> None:
         self._router = router
         self._health = health
+        self._planning = planning  # None: every request counts for planning
         self._metrics = metrics
         self._encoder = DecisionEncoder(policy)
         self._holds = holds if holds is not None else Holds(router)
@@ -94,7 +98,9 @@ class RouterServicer:
             if request.hold_until_release:
                 _check_holdable(request)
             now = time.time()
-            outcome = self._router.route(inp, now)
+            planning = self._planning
+            counted = planning is None or planning.counted(context, 1) == 1
+            outcome = self._router.route(inp, now, counted)
         except (InvalidRequestError, MalformedRequestError, RouteError) as exc:
             await self._abort(context, exc)
         if request.hold_until_release:
@@ -118,7 +124,9 @@ class RouterServicer:
                 except InvalidRequestError as exc:
                     raise InvalidRequestError(f"requests[{index}]: {exc}") from None
             now = time.time()
-            outcomes = self._router.route_batch(inputs, now)
+            planning = self._planning
+            counted = None if planning is None else planning.counted(context, len(inputs))
+            outcomes = self._router.route_batch(inputs, now, counted)
             holds = self._holds
             for index in held:
                 inp = inputs[index]

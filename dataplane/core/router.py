@@ -197,17 +197,26 @@ class Router:
 
     # -- decisions ------------------------------------------------------------------------------
 
-    def route(self, inp: RouteInput, now: float) -> RouteOutcome:
-        """Route one validated request; ``now`` is wall-clock seconds (the snapshots' clock)."""
+    def route(self, inp: RouteInput, now: float, counted: bool = True) -> RouteOutcome:
+        """Route one validated request; ``now`` is wall-clock seconds (the snapshots' clock).
+
+        ``counted`` False: routed as usual but its key is not counted for planning (the
+        caller is unauthenticated or over its planning rate limit).
+        """
         state = self.pools.get(inp.pool)
         if state is None:
             raise UnknownPoolError(f"pool {inp.pool!r} is not known to this router")
         if not state.view.eligible_nodes:
             raise NoDestinationError(self._unavailable(state))
-        return self._decide(state, inp, now)
+        return self._decide(state, inp, now, counted)
 
-    def route_batch(self, inputs: Sequence[RouteInput], now: float) -> list[RouteOutcome]:
-        """Route a validated batch: every pool is checked first, so a failing batch routes none."""
+    def route_batch(
+        self, inputs: Sequence[RouteInput], now: float, counted: int | None = None
+    ) -> list[RouteOutcome]:
+        """Route a validated batch: every pool is checked first, so a failing batch routes none.
+
+        ``counted``: only the first ``counted`` requests count for planning (None: all).
+        """
         pools = self.pools
         for index, inp in enumerate(inputs):
             state = pools.get(inp.pool)
@@ -216,14 +225,16 @@ class Router:
             if not state.view.eligible_nodes:
                 raise NoDestinationError(f"requests[{index}]: {self._unavailable(state)}")
         decide = self._decide
-        return [decide(pools[inp.pool], inp, now) for inp in inputs]
+        if counted is None:
+            return [decide(pools[inp.pool], inp, now, True) for inp in inputs]
+        return [decide(pools[inp.pool], inp, now, i < counted) for i, inp in enumerate(inputs)]
 
     def _unavailable(self, state: PoolState) -> str:
         if self.not_synced:
             return f"{state.unavailable()}: {self.not_synced}"
         return state.unavailable()
 
-    def _decide(self, state: PoolState, inp: RouteInput, now: float) -> RouteOutcome:
+    def _decide(self, state: PoolState, inp: RouteInput, now: float, counted: bool) -> RouteOutcome:
         started = time.perf_counter()
         view = state.view
         request = _new(Request, (inp.key_hash, inp.blocks() if state.uses_blocks else ()))
@@ -231,7 +242,8 @@ class Router:
         outcome = state.outcomes.get(decision)
         if outcome is None:
             outcome = state.outcomes[decision] = self._outcome(state, *decision)
-        state.traffic.add(inp.key_hash, inp.key)
+        if counted:
+            state.traffic.add(inp.key_hash, inp.key)
         sampler = self.sampler
         if sampler is not None and sampler.hit():
             sampler.add(inp, outcome, now)
