@@ -23,6 +23,7 @@ from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from dataplane.core.outliers import report_outcome, return_due
 from dataplane.core.router import Router
 
 log = structlog.get_logger("dataplane.passive_health")
@@ -53,15 +54,16 @@ class PassiveHealth:
         registry.register(_OutlierCollector(router))
 
     def succeeded(self, pool: str, node_id: str) -> None:
-        if self.enabled:
-            self.router.report_attempt(pool, node_id, True, 0.0)
+        state = self.router.pools.get(pool)
+        if self.enabled and state is not None:
+            state.outliers.success(node_id)
 
     def failed(self, pool: str, node_id: str, cause: str) -> None:
-        if not self.enabled:
-            return
         state = self.router.pools.get(pool)
-        overflows = state.outliers.overflows if state is not None else 0
-        ejection = self.router.report_attempt(pool, node_id, False, time.monotonic())
+        if not self.enabled or state is None:
+            return
+        overflows = state.outliers.overflows
+        ejection = report_outcome(state.outliers, state.view, node_id, False, time.monotonic())
         if ejection is not None:
             self.ejections.labels(pool, node_id).inc()
             log.warning(
@@ -73,7 +75,7 @@ class PassiveHealth:
                 ejection_s=ejection.duration_s,
                 ejections=ejection.ejections,
             )
-        elif state is not None and state.outliers.overflows > overflows:
+        elif state.outliers.overflows > overflows:
             log.warning(
                 "destination not ejected: max ejected share reached",
                 pool=pool,
@@ -83,10 +85,14 @@ class PassiveHealth:
             )
 
     def return_due(self) -> list[tuple[str, str]]:
-        back = self.router.return_ejected(time.monotonic())
-        for pool, node_id in back:
-            self.returns.labels(pool, node_id).inc()
-            log.info("ejected destination returned", pool=pool, node=node_id)
+        """Let back every destination whose ejection is over; (pool, node id) of each."""
+        now = time.monotonic()
+        back = []
+        for pool, state in self.router.pools.items():
+            for node_id in return_due(state.outliers, state.view, now):
+                self.returns.labels(pool, node_id).inc()
+                log.info("ejected destination returned", pool=pool, node=node_id)
+                back.append((pool, node_id))
         return back
 
     async def run(self) -> None:

@@ -168,3 +168,28 @@ def apply_ejections(detector: OutlierDetector, view: LoadView) -> None:
 def undrained(view: LoadView) -> int:
     """The ejection cap's base: the pool's undrained members."""
     return len(view.draining) - sum(view.draining)
+
+
+def report_outcome(
+    detector: OutlierDetector, view: LoadView, node_id: str, ok: bool, now: float
+) -> Ejection | None:
+    """One attempt's outcome on ``node_id`` of the pool ``view`` shows; the ejection it caused."""
+    if ok:
+        detector.success(node_id)
+        return None
+    if node_id not in view.nodes.index:
+        return None  # the node left the pool meanwhile
+    ejection = detector.failure(node_id, now, undrained(view))
+    if ejection is not None:
+        apply_ejections(detector, view)
+    return ejection
+
+
+def return_due(detector: OutlierDetector, view: LoadView, now: float) -> list[str]:
+    """Let back the pool's destinations whose ejection is over; their ids."""
+    if not detector.ejected:
+        return []
+    returned = detector.expire(now)
+    if returned:
+        apply_ejections(detector, view)
+    return returned

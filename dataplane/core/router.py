@@ -26,13 +26,7 @@ from cacheroute.v1 import cluster_pb2
 from dataplane.core.heavy_hitters import TrafficCounter
 from dataplane.core.load_view import DEFAULT_PANIC_THRESHOLD, LoadView, NodeSet, bind_with_memo
 from dataplane.core.names import DEFAULT_POOL, POOL_PATTERN
-from dataplane.core.outliers import (
-    Ejection,
-    OutlierConfig,
-    OutlierDetector,
-    apply_ejections,
-    undrained,
-)
+from dataplane.core.outliers import OutlierConfig, OutlierDetector, apply_ejections
 from dataplane.core.policies import Policy, Reason, Request, make_policy
 from dataplane.core.route_input import RouteInput
 from dataplane.core.table import RoutingTable
@@ -351,34 +345,3 @@ class Router:
                 state.load_aged = True
                 aged.append(name)
         return aged
-
-    # -- passive health (dataplane.core.outliers) -----------------------------------------------
-
-    def report_attempt(self, pool: str, node_id: str, ok: bool, now: float) -> Ejection | None:
-        """One attempt's outcome on ``node_id`` (``now``: monotonic); the ejection it caused."""
-        state = self.pools.get(pool)
-        if state is None:
-            return None
-        detector = state.outliers
-        if ok:
-            detector.success(node_id)
-            return None
-        view = state.view
-        if node_id not in view.nodes.index:
-            return None  # the node left the pool meanwhile
-        ejection = detector.failure(node_id, now, undrained(view))
-        if ejection is not None:
-            apply_ejections(detector, view)
-        return ejection
-
-    def return_ejected(self, now: float) -> list[tuple[str, str]]:
-        """Let back every destination whose ejection is over; (pool, node id) of each."""
-        back: list[tuple[str, str]] = []
-        for name, state in self.pools.items():
-            detector = state.outliers
-            if detector.ejected:
-                returned = detector.expire(now)
-                if returned:
-                    apply_ejections(detector, state.view)
-                    back.extend((name, node_id) for node_id in returned)
-        return back

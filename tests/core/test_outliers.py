@@ -6,7 +6,13 @@ import pytest
 
 from cacheroute.v1 import cluster_pb2, routing_pb2
 from dataplane.core.load_view import LoadView, NodeSet
-from dataplane.core.outliers import Ejection, OutlierConfig, OutlierDetector
+from dataplane.core.outliers import (
+    Ejection,
+    OutlierConfig,
+    OutlierDetector,
+    report_outcome,
+    return_due,
+)
 from dataplane.core.route_input import parse_request
 from dataplane.core.router import Router
 
@@ -132,12 +138,13 @@ def snapshot(ids: list[str], seq: int) -> cluster_pb2.LoadSnapshot:
 def test_the_router_routes_around_an_ejected_node_and_back_after_its_return() -> None:
     router = Router(policy="flat", outliers=CONFIG, panic_threshold=0.0)
     router.apply_load(snapshot(["a", "b"], 1), now=1.0)
+    state = router.pools["default"]
     for _ in range(3):
-        router.report_attempt("default", "a", False, 0.0)
+        report_outcome(state.outliers, state.view, "a", False, 0.0)
     inp = parse_request(routing_pb2.RouteRequest(key="k"))
     assert {router.route(inp, 2.0).node_id for _ in range(50)} == {"b"}
     # a membership change builds a new view: the ejection carries over by node id
     router.apply_load(snapshot(["a", "b", "c"], 2), now=3.0)
     assert {router.route(inp, 4.0).node_id for _ in range(50)} == {"b", "c"}
-    assert router.return_ejected(10.0) == [("default", "a")]
+    assert return_due(state.outliers, state.view, 10.0) == ["a"]
     assert "a" in {router.route(inp, 11.0).node_id for _ in range(100)}
