@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cacheroute.v1 import cluster_pb2, routing_pb2
 from dataplane.core.load_view import LoadView, NodeSet
@@ -148,3 +150,35 @@ def test_the_router_routes_around_an_ejected_node_and_back_after_its_return() ->
     assert {router.route(inp, 4.0).node_id for _ in range(50)} == {"b", "c"}
     assert return_due(state.outliers, state.view, 10.0) == ["a"]
     assert "a" in {router.route(inp, 11.0).node_id for _ in range(100)}
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    members=st.integers(min_value=1, max_value=6),
+    share=st.sampled_from([0.0, 0.2, 0.5, 1.0]),
+    steps=st.lists(st.tuples(st.integers(0, 5), st.booleans(), st.floats(0.0, 20.0)), max_size=200),
+)
+def test_ejections_never_pass_the_cap_nor_the_last_node_and_always_end(
+    members: int, share: float, steps: list[tuple[int, bool, float]]
+) -> None:
+    config = OutlierConfig(consecutive_failures=2, base_ejection_s=5.0, max_ejection_s=12.0,
+                           max_ejected_share=share)  # fmt: skip
+    detector = OutlierDetector(config)
+    cap = max(1, int(share * members))
+    now = 0.0
+    for node, ok, dt in steps:
+        now += dt
+        detector.expire(now)
+        node_id = f"n{node % members}"
+        if ok:
+            detector.success(node_id)
+        else:
+            ejection = detector.failure(node_id, now, members)
+            if ejection is not None:
+                assert ejection.duration_s <= config.max_ejection_s
+        assert len(detector.ejected) <= min(cap, members - 1)
+        for ejected in detector.ejected:
+            until = detector.ejected_until(ejected)
+            assert until is not None and until <= now + config.max_ejection_s
+    detector.expire(now + config.max_ejection_s)
+    assert detector.ejected == frozenset()
