@@ -12,13 +12,16 @@ import asyncio
 import gc
 import sys
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import structlog
 
 from dataplane.core.names import InvalidNameError, validate_pool
+from dataplane.core.outliers import OutlierConfig
 from dataplane.core.policies import POLICIES
 from dataplane.http_front.app import FrontConfig
 from dataplane.server import RouterConfig, RouterServer, default_router_id
+from servekit.auth_file import AuthFileError, load_auth_file
 from servekit.flags import (
     LOG_FORMAT,
     LOG_LEVEL,
@@ -26,7 +29,9 @@ from servekit.flags import (
     SERVER_TLS_OPTIONS,
     add_version_flag,
     fraction,
+    non_negative_float,
     non_negative_int,
+    optional_path,
     positive_float,
     positive_int,
     server_tls,
@@ -37,6 +42,7 @@ from servekit.options import Option, OptionSet, SettingsError, list_option, swit
 
 D = RouterConfig(router_id="")
 FRONT = FrontConfig()
+OUTLIERS = OutlierConfig()
 MIN_MESSAGE_BYTES = 64 * 1024
 
 
@@ -119,6 +125,44 @@ LOAD_MAX_AGE = Option(
     positive_float,
     "seconds after which a load snapshot is too old: only in-flight counts are compared",
 )
+OUTLIER_CONSECUTIVE_FAILURES = Option(
+    "outlier_consecutive_failures",
+    OUTLIERS.consecutive_failures,
+    non_negative_int,
+    "eject an engine from this router's routing after this many failed attempts in a row "
+    "(connect error, timeout, 5xx; 0: passive health off)",
+)
+OUTLIER_BASE_EJECTION = Option(
+    "outlier_base_ejection",
+    OUTLIERS.base_ejection_s,
+    positive_float,
+    "seconds of a first ejection; each repeated ejection adds as much again",
+)
+OUTLIER_MAX_EJECTION = Option(
+    "outlier_max_ejection", OUTLIERS.max_ejection_s, positive_float, "longest ejection, seconds"
+)
+OUTLIER_MAX_EJECTED_SHARE = Option(
+    "outlier_max_ejected_share",
+    OUTLIERS.max_ejected_share,
+    fraction,
+    "at most this share of a pool's undrained engines is ejected at once (at least one, never "
+    "the last)",
+)
+AUTH_FILE: Option[Path | None] = Option(
+    "auth_file",
+    None,
+    optional_path,
+    "the control plane's auth file (YAML of {name, role, sha256|subject}): Route callers are "
+    "named by their bearer token or certificate; unknown callers are served but not counted for "
+    "planning",
+)
+PLANNING_RATE_LIMIT = Option(
+    "planning_rate_limit",
+    D.planning_rate_limit,
+    non_negative_float,
+    "Route requests per second per caller (token name, else peer address) that count for "
+    "planning; the rest are served, not counted (0: no limit)",
+)
 MAX_MESSAGE_BYTES = Option(
     "max_message_bytes",
     D.max_message_bytes,
@@ -177,7 +221,9 @@ HTTP_MODEL_POOL = list_option(
 OPTIONS = OptionSet(
     LISTEN, REDIS_URL, ROUTER_ID, POLICY, SEED, TABLE_INTERVAL, ACK_INTERVAL, LOAD_INTERVAL,
     REPORT_INTERVAL, TOP_KEYS, SAMPLE_RATE, SAMPLE_INTERVAL, SAMPLE_BUFFER, CORRECTION_HORIZON,
-    PANIC_THRESHOLD, LOAD_MAX_AGE, MAX_MESSAGE_BYTES, STARTUP_TIMEOUT, GRACE, DECODE_NICE,
+    PANIC_THRESHOLD, LOAD_MAX_AGE, OUTLIER_CONSECUTIVE_FAILURES, OUTLIER_BASE_EJECTION,
+    OUTLIER_MAX_EJECTION, OUTLIER_MAX_EJECTED_SHARE, AUTH_FILE, PLANNING_RATE_LIMIT,
+    MAX_MESSAGE_BYTES, STARTUP_TIMEOUT, GRACE, DECODE_NICE,
     METRICS_LISTEN, HTTP_LISTEN, HTTP_MAX_BODY, HTTP_FIRST_BYTE_TIMEOUT, HTTP_CONNECT_TIMEOUT,
     HTTP_KEY_FROM_USER, HTTP_MODEL_POOL, SERVER_TLS_OPTIONS, LOG_OPTIONS,
 )  # fmt: skip
@@ -202,8 +248,31 @@ def parse_args(
 def config_from(args: argparse.Namespace) -> RouterConfig:
     """A RouterConfig from parsed options (raises SettingsError on inconsistent TLS options)."""
     metrics_listen = METRICS_LISTEN.value(args)
+    base_ejection, max_ejection = (
+        OUTLIER_BASE_EJECTION.value(args),
+        OUTLIER_MAX_EJECTION.value(args),
+    )
+    if base_ejection > max_ejection:
+        raise SettingsError(
+            f"--outlier-base-ejection ({base_ejection:g}) must be <= --outlier-max-ejection "
+            f"({max_ejection:g})"
+        )
+    outliers = OutlierConfig(
+        consecutive_failures=OUTLIER_CONSECUTIVE_FAILURES.value(args),
+        base_ejection_s=base_ejection,
+        max_ejection_s=max_ejection,
+        max_ejected_share=OUTLIER_MAX_EJECTED_SHARE.value(args),
+    )
+    auth_file = AUTH_FILE.value(args)
+    try:
+        auth = load_auth_file(auth_file) if auth_file is not None else None
+    except AuthFileError as exc:
+        raise SettingsError(str(exc)) from None
     return RouterConfig(
         http=front_config(args),
+        outliers=outliers,
+        auth=auth,
+        planning_rate_limit=PLANNING_RATE_LIMIT.value(args),
         listen=LISTEN.value(args),
         redis_url=REDIS_URL.value(args),
         router_id=ROUTER_ID.value(args) or default_router_id(),

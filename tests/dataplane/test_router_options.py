@@ -46,3 +46,32 @@ def test_main_exits_2_naming_a_bad_variable(
         main([])
     assert raised.value.code == 2
     assert "CACHEROUTE_TABLE_INTERVAL: must be a positive number" in capsys.readouterr().err
+
+
+def test_passive_health_and_planning_options_reach_the_router_config(tmp_path: Path) -> None:
+    auth = tmp_path / "auth.yaml"
+    auth.write_text(f"- {{name: alice, role: read, sha256: {'a' * 64}}}\n")
+    env = {"CACHEROUTE_OUTLIER_CONSECUTIVE_FAILURES": "7", "CACHEROUTE_PLANNING_RATE_LIMIT": "50"}
+    argv = ["--outlier-base-ejection", "2", "--outlier-max-ejection", "8",
+            "--outlier-max-ejected-share", "0.25", "--auth-file", str(auth)]  # fmt: skip
+    got = config_from(parse_args(argv, env))
+    assert (got.outliers.consecutive_failures, got.outliers.base_ejection_s) == (7, 2.0)
+    assert (got.outliers.max_ejection_s, got.outliers.max_ejected_share) == (8.0, 0.25)
+    assert got.planning_rate_limit == 50.0
+    assert got.auth is not None and [c.name for c in got.auth.by_hash.values()] == ["alice"]
+    default = config_from(parse_args([], {}))
+    assert default.outliers.consecutive_failures == 5 and default.auth is None
+    assert default.planning_rate_limit == 0.0
+
+
+def test_bad_passive_health_and_planning_options_name_the_option(tmp_path: Path) -> None:
+    with pytest.raises(SettingsError, match=r"--outlier-base-ejection .* must be <="):
+        config_from(parse_args(["--outlier-base-ejection", "9", "--outlier-max-ejection", "3"]))
+    with pytest.raises(SettingsError, match="CACHEROUTE_OUTLIER_MAX_EJECTED_SHARE"):
+        parse_args([], {"CACHEROUTE_OUTLIER_MAX_EJECTED_SHARE": "1.5"})
+    with pytest.raises(SettingsError, match="CACHEROUTE_PLANNING_RATE_LIMIT"):
+        parse_args([], {"CACHEROUTE_PLANNING_RATE_LIMIT": "-1"})
+    broken = tmp_path / "auth.yaml"
+    broken.write_text("- {name: x, role: boss, sha256: nope}\n")
+    with pytest.raises(SettingsError, match=r"--auth-file .*role must be read, write or agent"):
+        config_from(parse_args(["--auth-file", str(broken)], {}))
