@@ -20,7 +20,8 @@ Measured:
 5. ``--parts cpu``: CPU time (user + system, all threads, from ``/proc/PID/stat``) the server
    process spends per ``Route`` at each caller count, and its CPU per second while idle. Unlike
    latency, this hardly moves when other jobs share the machine, so it finds what the router
-   process costs beyond the bare server.
+   process costs beyond the bare server; add ``--pin 1,0`` so that both servers share one CPU and
+   the client has the other (docs/benchmarks.md, "Route CPU per request").
 """
 
 from __future__ import annotations
