@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import socket
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +23,7 @@ from servekit.flags import (
     non_negative_float,
     non_negative_int,
     positive_float,
+    positive_int,
     server_tls,
 )
 from servekit.settings import SettingsError, add_config_flag, document_env, parse_settings
@@ -60,6 +61,21 @@ class ControlPlaneConfig:
     # YAML list of {name, role, sha256|subject}: every RPC then needs a token or known cert.
     auth_file: Path | None = None
     grace_s: float = 5.0
+    # Automatic mode (per pool, off until `cachectl plan auto enable`): controlplane/auto_mode.py.
+    auto_interval_s: float = 60.0
+    # The shadow replay's budget (ShadowPlan and automatic mode): sim/shadow_replay.py.
+    shadow_max_requests: int = 20_000
+    shadow_seeds: int = 3
+    shadow_iterations: int = 4
+    shadow_recent_minutes: int = 10
+    # The live guard: controlplane/live_guard.py.
+    guard_window_s: float = 60.0
+    guard_settle_s: float = 5.0
+    guard_max_regression: float = 0.5
+    guard_floor_s: float = 0.25
+    guard_min_samples: int = 50
+    guard_action: str = "disable"
+    guard_all_rollouts: bool = False
     tls: TlsConfig | None = None
     log_json: bool = True
     log_level: str = "info"
@@ -196,11 +212,88 @@ def build_parser() -> argparse.ArgumentParser:
         default=5.0,
         help="seconds in-flight RPCs get to finish on SIGTERM",
     )
+    _add_auto_flags(add)
     add_server_tls_flags(parser)
     add_log_flags(parser)
     add_config_flag(parser)
     document_env(parser)
     return parser
+
+
+def _add_auto_flags(add: Callable[..., object]) -> None:
+    """Automatic mode, the shadow replay's budget and the live guard."""
+    add(
+        "--auto-interval",
+        type=positive_float,
+        default=60.0,
+        help="seconds between automatic-mode rounds (build, shadow, roll out if it passes) in "
+        "pools whose automatic mode is on (`cachectl plan auto enable`)",
+    )
+    add(
+        "--shadow-max-requests",
+        type=positive_int,
+        default=20_000,
+        help="most requests a shadow replay replays (the stream's head is kept)",
+    )
+    add(
+        "--shadow-seeds",
+        type=positive_int,
+        default=3,
+        help="replays per load in a shadow (at least 2: the noise is their spread)",
+    )
+    add(
+        "--shadow-iterations",
+        type=positive_int,
+        default=4,
+        help="bisection steps of the shadow replay's knee search",
+    )
+    add(
+        "--shadow-recent-minutes",
+        type=positive_int,
+        default=10,
+        help="minutes of the routers' sampled trace automatic mode replays",
+    )
+    add(
+        "--guard-window",
+        type=positive_float,
+        default=60.0,
+        help="seconds of the live guard's before and after windows of pool p99 TTFT",
+    )
+    add(
+        "--guard-settle",
+        type=non_negative_float,
+        default=5.0,
+        help="seconds after a rollout before the guard's after-window starts (routers install)",
+    )
+    add(
+        "--guard-max-regression",
+        type=non_negative_float,
+        default=0.5,
+        help="the guard fires when p99 after > p99 before x (1 + this) ...",
+    )
+    add(
+        "--guard-floor",
+        type=non_negative_float,
+        default=0.25,
+        help="... and p99 after - p99 before > this many seconds (so noise does not fire it)",
+    )
+    add(
+        "--guard-min-samples",
+        type=positive_int,
+        default=50,
+        help="TTFT observations each window needs before the guard judges",
+    )
+    add(
+        "--guard-action",
+        choices=("disable", "rollback"),
+        default="disable",
+        help="what the guard does when it fires: disable the plan (Flat-LB) or roll back",
+    )
+    add(
+        "--guard-all-rollouts",
+        action="store_true",
+        help="guard every rollout, not only automatic mode's",
+    )
 
 
 def parse_config(
@@ -218,6 +311,8 @@ def parse_config(
         parse_networks(agent_networks)
     except ValueError as exc:
         parser.error(f"--agent-networks: {exc}")
+    if args.shadow_seeds < 2:
+        parser.error(f"--shadow-seeds must be at least 2, got {args.shadow_seeds}")
     metrics_listen = "" if args.metrics_listen in ("", "off") else args.metrics_listen
     try:
         if metrics_listen:
@@ -246,6 +341,18 @@ def parse_config(
         agent_networks=agent_networks,
         auth_file=args.auth_file,
         grace_s=args.shutdown_grace,
+        auto_interval_s=args.auto_interval,
+        shadow_max_requests=args.shadow_max_requests,
+        shadow_seeds=args.shadow_seeds,
+        shadow_iterations=args.shadow_iterations,
+        shadow_recent_minutes=args.shadow_recent_minutes,
+        guard_window_s=args.guard_window,
+        guard_settle_s=args.guard_settle,
+        guard_max_regression=args.guard_max_regression,
+        guard_floor_s=args.guard_floor,
+        guard_min_samples=args.guard_min_samples,
+        guard_action=args.guard_action,
+        guard_all_rollouts=args.guard_all_rollouts,
         tls=tls,
         log_json=args.log_format == "json",
         log_level=args.log_level,
