@@ -28,6 +28,7 @@ from servekit.flags import (
 )
 from servekit.settings import SettingsError, add_config_flag, document_env, parse_settings
 from servekit.tls import TlsConfig
+from sim.engine_model import UnknownProfileError, get_profile
 
 LEADER_LEASE = "controlplane"
 
@@ -68,6 +69,7 @@ class ControlPlaneConfig:
     shadow_seeds: int = 3
     shadow_iterations: int = 4
     shadow_recent_minutes: int = 10
+    shadow_profile: str = ""  # the pool's engine profile in the replay ("": the 70B testbed)
     # The live guard: controlplane/live_guard.py.
     guard_window_s: float = 60.0
     guard_settle_s: float = 5.0
@@ -254,6 +256,12 @@ def _add_auto_flags(add: Callable[..., object]) -> None:
         help="minutes of the routers' sampled trace automatic mode replays",
     )
     add(
+        "--shadow-profile",
+        default="",
+        help="engine profile automatic mode's replays simulate (sim/engine_model.py names; "
+        "empty: the 70B testbed profile)",
+    )
+    add(
         "--guard-window",
         type=positive_float,
         default=60.0,
@@ -311,6 +319,11 @@ def parse_config(
         parse_networks(agent_networks)
     except ValueError as exc:
         parser.error(f"--agent-networks: {exc}")
+    if args.shadow_profile:
+        try:
+            get_profile(args.shadow_profile)
+        except UnknownProfileError as exc:
+            parser.error(f"--shadow-profile: {exc}")
     if args.shadow_seeds < 2:
         parser.error(f"--shadow-seeds must be at least 2, got {args.shadow_seeds}")
     metrics_listen = "" if args.metrics_listen in ("", "off") else args.metrics_listen
@@ -346,6 +359,7 @@ def parse_config(
         shadow_seeds=args.shadow_seeds,
         shadow_iterations=args.shadow_iterations,
         shadow_recent_minutes=args.shadow_recent_minutes,
+        shadow_profile=args.shadow_profile,
         guard_window_s=args.guard_window,
         guard_settle_s=args.guard_settle,
         guard_max_regression=args.guard_max_regression,

@@ -278,6 +278,7 @@ class ControlPlane:
             liveness=self.liveness,
             gates=[DestinationGate(self.liveness), ShadowVerdictGate()],
             budget=self.budget,
+            profile=cfg.shadow_profile,
         )
         self._spawn("auto", cfg.auto_interval_s, lambda _t: pilot.round_all(self.clock()))
 

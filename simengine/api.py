@@ -133,7 +133,7 @@ class EngineApi:
                 factor = float(body["factor"])
                 self.engine.set_slowdown(factor)
             except (ValueError, TypeError, KeyError) as exc:
-                message = f"body must be {{\"factor\": F}} with 0 < F <= 1000: {exc}"
+                message = f'body must be {{"factor": F}} with 0 < F <= 1000: {exc}'
                 return _json(ApiError(400, message, param="factor").body(), 400)
         return _json({"factor": self.engine.slowdown})
 
