@@ -51,6 +51,8 @@ class ControlPlaneConfig:
     # 0: derive per build as the mean per-destination rate (total rate / destinations).
     q_cap: float = 0.0
     slots_per_node: int = 8
+    # The churn-aware replanner's cap: at most this share of keys changes set per build.
+    max_churn: float = 0.10
     rate_half_life_s: float = 60.0
     rate_update_interval_s: float = 1.0
     rate_max_keys: int = 250_000
@@ -164,6 +166,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="per-destination load target (requests/s) for plans; 0: total rate / destinations",
     )
     add("--slots-per-node", type=non_negative_int, default=8, help="warm slots per destination (W)")
+    add(
+        "--max-churn",
+        type=positive_float,
+        default=0.10,
+        help="most share of warm keys a churn-aware rebuild may move (0-1]; the imbalance bound "
+        "then gives way to it when both cannot hold (controlplane/replanner.py)",
+    )
     add(
         "--rate-half-life",
         type=positive_float,
@@ -319,6 +328,8 @@ def parse_config(
         parse_networks(agent_networks)
     except ValueError as exc:
         parser.error(f"--agent-networks: {exc}")
+    if args.max_churn > 1:
+        parser.error(f"--max-churn must be within (0, 1], got {args.max_churn}")
     if args.shadow_profile:
         try:
             get_profile(args.shadow_profile)
@@ -346,6 +357,7 @@ def parse_config(
         plan_interval_s=args.plan_interval,
         q_cap=args.q_cap,
         slots_per_node=args.slots_per_node,
+        max_churn=args.max_churn,
         rate_half_life_s=args.rate_half_life,
         rate_update_interval_s=args.rate_update_interval,
         rate_max_keys=args.rate_max_keys,

@@ -103,6 +103,7 @@ class ControlPlane:
             slots_per_node=config.slots_per_node,
             half_life_s=config.rate_half_life_s,
             max_keys=config.rate_max_keys,
+            max_churn=config.max_churn,
         )
         self.budget = ShadowBudget(
             max_requests=config.shadow_max_requests,

@@ -87,6 +87,7 @@ def test_on_the_paper_workload_churn_aware_replanning_dips_less_than_fresh() -> 
     summary = document["summary"]
     assert summary["fresh"]["churn"] > 0.8  # the paper's 94.5%
     assert summary["churn_aware"]["churn"] <= 0.10  # mean over the six transitions
+    assert summary["checks"]["churn_at_most_10pct_per_interval"]  # every one (the cap)
     assert summary["checks"]["imbalance_within_5pct_of_fresh"]
     assert summary["checks"]["smaller_hit_dip_than_fresh"]
     assert summary["fresh"]["hit_dip"] > 0.03  # a fresh plan visibly rewarms its caches
