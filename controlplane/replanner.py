@@ -27,9 +27,9 @@ re-prefills on a cold destination. The replanner keeps what still fits:
 (keys joining or leaving the warm set, changed replica counts) first; a move of a key already
 changed is free, an exchange costs its two keys. Within that budget the repair works as above.
 If the bound is still missed, the capped plan is returned anyway with ``bound_met = False``
-(the cap wins: falling back to fresh would churn ~95%). With a cap the repair is run twice,
-once as above and once taking, among moves of equal cost, the one that lowers the peak most (it
-spends a tight budget better on some drifts), and the better plan (bound met, then lower churn,
+(the cap wins: falling back to fresh would churn ~95%). With a cap, when the repair moved
+anything, it is run again taking, among moves of equal cost, the one that lowers the peak most
+(it spends a tight budget better on some drifts), and the better plan (bound met, then lower churn,
 then lower imbalance) is kept. So the churn is at most
 ``max(max_churn, forced share)`` whatever the drift; when admission is stable (no key joins or
 leaves, replica counts unchanged) that is ``max_churn``.
@@ -383,7 +383,9 @@ def replan(
 
     # With a cap, also try the repair that takes the move lowering the peak most (it spends a
     # tight budget better on some drifts) and keep the better plan.
-    tries = [attempt(True)] + ([attempt(False)] if max_churn is not None else [])
+    tries = [attempt(True)]
+    if max_churn is not None and tries[0][2] > 0:  # only a repair can differ
+        tries.append(attempt(False))
     table, comparison, moves = min(tries, key=rank)
     replanned_churn = comparison.churn
     imbalance = table.stats.planned_imbalance
