@@ -14,7 +14,10 @@ a guard); :func:`quantile` is Prometheus's ``histogram_quantile``: linear interp
 the bucket that holds the rank, the lowest bucket starting at 0, and the highest finite bound
 when the rank falls in +Inf.
 
-Pure: no I/O; the control plane feeds it from the reports it reads for load snapshots.
+Deltas of one node within the same second are kept as one (stamped with the latest receive
+time), so a window costs at most one histogram per node-second however often agents report;
+window edges are therefore exact to a second. Pure: no I/O; the control plane feeds it from the
+reports it reads for load snapshots.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 DEFAULT_RETENTION_MS = 15 * 60_000
+SLOT_MS = 1_000  # deltas within one second of a node are kept as one (stamped with the latest)
 
 
 @dataclass(frozen=True)
@@ -84,7 +88,11 @@ class NodeWindow:
             self.resets += 1
         self.last, self.last_at_ms = reading, at_ms
         if step is not None and step.total > 0:
-            self.deltas.append((at_ms, step))
+            held = self.deltas[-1] if self.deltas else None
+            if held is not None and held[0] // SLOT_MS == at_ms // SLOT_MS:
+                self.deltas[-1] = (at_ms, _add(held[1], step))
+            else:
+                self.deltas.append((at_ms, step))
         while self.deltas and self.deltas[0][0] < at_ms - self.retention_ms:
             self.deltas.popleft()
         return True
@@ -94,11 +102,30 @@ class NodeWindow:
         return [b for at, b in self.deltas if start_ms < at <= end_ms]
 
 
+def _add(a: Buckets, b: Buckets) -> Buckets:
+    """The sum of two histograms of the same bounds."""
+    summed = tuple(x + y for x, y in zip(a.cumulative, b.cumulative, strict=True))
+    return Buckets(a.bounds, summed, a.total + b.total)
+
+
 def merge(parts: Iterable[Buckets]) -> Buckets:
     """The sum of histograms (onto the union of their bounds, see the module docstring)."""
-    found = [p for p in parts if p.total > 0 or p.bounds]
+    by_bounds: dict[tuple[float, ...], list[float]] = {}
+    totals: dict[tuple[float, ...], float] = {}
+    for p in parts:  # the common case, one bucket layout: plain element-wise sums
+        held = by_bounds.get(p.bounds)
+        if held is None:
+            by_bounds[p.bounds] = list(p.cumulative)
+            totals[p.bounds] = p.total
+        else:
+            for i, c in enumerate(p.cumulative):
+                held[i] += c
+            totals[p.bounds] += p.total
+    found = [Buckets(b, tuple(c), totals[b]) for b, c in by_bounds.items()]
     if not found:
         return Buckets.empty()
+    if len(found) == 1:
+        return found[0]
     bounds = tuple(sorted({b for p in found for b in p.bounds}))
     cumulative = tuple(math.fsum(p.at(b) for p in found) for b in bounds)
     return Buckets(bounds, cumulative, math.fsum(p.total for p in found))

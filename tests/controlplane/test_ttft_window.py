@@ -102,3 +102,13 @@ def test_the_quantile_lies_within_the_bucket_that_holds_its_rank(
     first = next(i for i, c in enumerate(counts) if c >= rank)
     low = BOUNDS[first - 1] if first else 0.0
     assert low - 1e-12 <= got <= BOUNDS[first] + 1e-12
+
+
+def test_deltas_within_a_second_are_kept_as_one_with_the_same_totals() -> None:
+    window = NodeWindow()
+    window.observe(10_000, cum(0, 0, 0, 0))
+    for i, at in enumerate((10_250, 10_500, 10_750, 11_000), start=1):
+        window.observe(at, cum(i, 2 * i, 2 * i, 2 * i))
+    assert [at for at, _ in window.deltas] == [10_750, 11_000]
+    assert [b.cumulative for _, b in window.deltas] == [(3, 6, 6, 6), (1, 2, 2, 2)]
+    assert merge(window.between(0, 11_000)) == cum(4, 8, 8, 8)
