@@ -16,6 +16,13 @@ from cachectl.main import main
 from cacheroute.v1 import admin_pb2, cluster_pb2
 from cacheroute_state import Stores
 from controlplane.auth import token_hash
+from controlplane.auto_mode import AutoPilot
+from controlplane.controlplane_metrics import ControlPlaneMetrics
+from controlplane.live_plan import PlanDefaults
+from controlplane.nodes import Liveness
+from controlplane.rollout_gates import DestinationGate
+from controlplane.shadow import ShadowBudget
+from controlplane.verdict_gate import ShadowVerdictGate
 from tests.support.controlplane import clients, fast_config, running
 
 pytestmark = [pytest.mark.redis, pytest.mark.grpc]
@@ -97,3 +104,38 @@ async def test_with_auth_the_token_holder_is_the_actor_and_read_may_not_switch(
     assert mode.enabled and mode.actor == "ops-alice"
     events = await stores.plans.read_audit("p2", 5)
     assert events[-1].action == "auto_enable" and events[-1].actor == "ops-alice"
+
+
+def pilot(stores: Stores) -> AutoPilot:
+    liveness = Liveness(3.0, 250)
+    return AutoPilot(
+        stores, ControlPlaneMetrics(), defaults=PlanDefaults(), liveness=liveness,
+        gates=[DestinationGate(liveness), ShadowVerdictGate()], budget=ShadowBudget(),
+    )  # fmt: skip
+
+
+async def test_a_round_runs_only_where_the_mode_is_on_and_records_its_decision(
+    state_stores: Stores,
+) -> None:
+    stores = state_stores
+    for pool, enabled in (("on", True), ("off", False)):
+        await stores.plans.add_pool(pool)
+        await stores.plans.put_auto_mode(cluster_pb2.AutoMode(pool=pool, enabled=enabled))
+    done = await pilot(stores).round_all(now_ms=5_000)
+    assert done == {"on": "skipped"}  # no nodes yet: nothing to build
+    mode = await stores.plans.get_auto_mode("on")
+    assert mode is not None and mode.last_decision.startswith("no plan built: pool on has no")
+    assert mode.last_decision_at_unix_ms == 5_000
+    off = await stores.plans.get_auto_mode("off")
+    assert off is not None and not off.last_decision
+
+
+async def test_a_round_waits_while_the_guard_watches(state_stores: Stores) -> None:
+    stores = state_stores
+    await stores.plans.add_pool("p")
+    await stores.plans.put_auto_mode(cluster_pb2.AutoMode(pool="p", enabled=True))
+    await stores.plans.put_guard(
+        cluster_pb2.GuardState(pool="p", phase=cluster_pb2.GuardState.PHASE_WATCHING, version="v")
+    )
+    outcome, decision = await pilot(stores).round("p", now_ms=1)
+    assert outcome == "waiting" and "live guard" in decision
