@@ -11,7 +11,10 @@ leader runs one round per pool whose mode is on:
 3. shadow-replay it on the routers' sampled trace (:func:`controlplane.shadow.shadow_plan`, with
    the configured budget ``--shadow-*``), which records the verdict on the version;
 4. roll out a passing plan through the normal path (:func:`controlplane.plans.rollout`, every
-   rollout gate included), as ``automatic-mode``; a failing one stays stored, not active.
+   rollout gate included), as ``automatic-mode``, compare-and-set against the generation read at
+   the round's start (a pointer moved meanwhile, by an operator or the guard, wins); a failing
+   one stays stored, not active. A rollout of this mode that the guard has not yet picked up
+   also makes the next round wait (the guard ticks every second, a round may start sooner).
 
 Each round's outcome goes into the record's ``last_decision`` (``cachectl status`` shows it), a
 log line and ``cacheroute_controlplane_auto_rounds_total``.
@@ -25,6 +28,7 @@ import structlog
 
 from cacheroute.v1 import admin_pb2, cluster_pb2, table_pb2
 from cacheroute_state import Stores
+from cacheroute_state.interfaces import ConflictError
 from controlplane.controlplane_metrics import ControlPlaneMetrics
 from controlplane.errors import PreconditionError
 from controlplane.live_guard import AUTO_ACTOR
@@ -107,6 +111,12 @@ class AutoPilot:
         guard = await self._stores.plans.get_guard(pool)
         if guard is not None and guard.phase == Phase.PHASE_WATCHING:
             return "waiting", f"waiting for the live guard to judge {guard.version}"
+        active = await self._stores.plans.get_active(pool) or cluster_pb2.ActivePointer()
+        unseen = guard is None or guard.generation != active.generation
+        if active.actor == AUTO_ACTOR and active.action == "rollout" and unseen:
+            # rolled out by a previous round; the guard has not picked it up yet
+            return "waiting", f"waiting for the live guard to watch {active.version}"
+        generation = active.generation
         try:
             built = await build_live_plan(
                 self._stores,
@@ -136,10 +146,10 @@ class AutoPilot:
             return "shadow_failed", f"{version} not rolled out: shadow {verdict.summary}"
         try:
             pointer = await rollout(
-                self._stores, pool, version, None, actor=AUTO_ACTOR,
+                self._stores, pool, version, generation, actor=AUTO_ACTOR,
                 reason=f"automatic mode: shadow passed ({verdict.summary})",
                 gates=self._gates, now_ms=now_ms,
             )  # fmt: skip
-        except PreconditionError as exc:
-            return "skipped", f"{version} refused: {exc}"
+        except (PreconditionError, ConflictError) as exc:  # refused, or the pointer moved
+            return "skipped", f"{version} not rolled out: {exc}"
         return "rolled_out", f"rolled out {version} at generation {pointer.generation}"

@@ -7,10 +7,15 @@ every rollout with ``--guard-all-rollouts``) the guard compares
 * before = p99 over ``[T − window, T]`` and
 * after  = p99 over ``[T + settle, T + settle + window]`` (``settle``: routers install the table),
 
-once the after-window has passed, with :func:`judge`. It **fires** only when both windows hold at
-least ``min_samples`` observations, ``after > before × (1 + max_regression)`` *and*
-``after − before > floor_s`` (a relative bound, an absolute floor, a sample minimum: noise at low
-latency or low traffic does not fire it). Firing disables the plan (the routers fall back to
+once the after-window has passed, with :func:`judge`. A fleet that slows down a lot reports
+*fewer* first tokens (requests still queue), so when the before-window had enough samples and
+the after-window has not, the after-window grows (up to ``max_extend`` more windows, judged
+over ``[T + settle, now]``) until the delayed first tokens arrive.
+
+It **fires** only when both windows hold at least ``min_samples`` observations,
+``after > before × (1 + max_regression)`` *and* ``after − before > floor_s`` (a relative
+bound, an absolute floor, a sample minimum: noise at low latency or low traffic does not fire
+it). Firing disables the plan (the routers fall back to
 Flat-LB) or rolls back to the version active before (``--guard-action``), as the actor
 ``live-guard``, with the numbers in the pointer move's audit detail; it also turns the pool's
 automatic mode off (an operator re-enables it), so a bad estimate cannot roll out again at once.
@@ -48,6 +53,8 @@ class GuardSettings:
     min_samples: int = 50
     action: str = "disable"  # or "rollback"
     all_rollouts: bool = False
+    # Extra windows the after-window may grow by while it has too few samples (module doc).
+    max_extend: int = 2
 
 
 @dataclass(frozen=True)
@@ -136,7 +143,11 @@ class LiveGuard:
         start = at + round(self.settings.settle_s * 1000)
         if now_ms < start + self._window_ms():
             return state
-        after = self._windows.quantile(pool, QUANTILE, start, start + self._window_ms())
+        after = self._windows.quantile(pool, QUANTILE, start, now_ms)
+        few = after.samples < self.settings.min_samples <= state.before_samples
+        longest = start + self._window_ms() * (1 + self.settings.max_extend)
+        if few and now_ms < longest:
+            return state  # a stalled fleet reports no first tokens yet: wait for them
         before = WindowQuantile(
             state.before_p99_s if state.before_samples else None, state.before_samples, 0
         )

@@ -18,12 +18,15 @@ from cacheroute_state import Stores
 from controlplane.auth import token_hash
 from controlplane.auto_mode import AutoPilot
 from controlplane.controlplane_metrics import ControlPlaneMetrics
+from controlplane.live_guard import AUTO_ACTOR
 from controlplane.live_plan import PlanDefaults
 from controlplane.nodes import Liveness
+from controlplane.plans import rollout
 from controlplane.rollout_gates import DestinationGate
 from controlplane.shadow import ShadowBudget
 from controlplane.verdict_gate import ShadowVerdictGate
 from tests.support.controlplane import clients, fast_config, running
+from tests.support.factories import store_plan
 
 pytestmark = [pytest.mark.redis, pytest.mark.grpc]
 
@@ -139,3 +142,14 @@ async def test_a_round_waits_while_the_guard_watches(state_stores: Stores) -> No
     )
     outcome, decision = await pilot(stores).round("p", now_ms=1)
     assert outcome == "waiting" and "live guard" in decision
+
+
+async def test_a_round_waits_for_the_guard_to_pick_up_the_last_automatic_rollout(
+    state_stores: Stores,
+) -> None:
+    stores = state_stores
+    version = await store_plan(stores)
+    await stores.plans.put_auto_mode(cluster_pb2.AutoMode(pool="default", enabled=True))
+    await rollout(stores, "default", version, None, actor=AUTO_ACTOR, reason="")
+    outcome, decision = await pilot(stores).round("default", now_ms=1)
+    assert outcome == "waiting" and f"watch {version}" in decision

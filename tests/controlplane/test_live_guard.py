@@ -116,3 +116,38 @@ async def test_a_quiet_window_is_inconclusive_and_changes_nothing(state_stores: 
     assert state is not None and state.phase == Phase.PHASE_INCONCLUSIVE
     still = await state_stores.plans.get_active("default")
     assert still is not None and still.version == new
+
+
+async def test_a_stalled_fleet_is_waited_for_and_then_fires(state_stores: Stores) -> None:
+    """No first tokens at the window's end (requests still queue): the after-window grows until
+    the late ones arrive; with none at all by the longest window it is inconclusive."""
+    stores = state_stores
+    await stores.plans.put_auto_mode(cluster_pb2.AutoMode(pool="default", enabled=True))
+    await rolled_out(stores, 0, AUTO_ACTOR)
+    active = await stores.plans.get_active("default")
+    assert active is not None
+    t0 = active.updated_at_unix_ms
+    windows = TtftWindows()
+    feed(windows, t0 - 10_000, t0, 0.08, 5)
+    guard = LiveGuard(stores, windows, S, ControlPlaneMetrics())  # max_extend 2: up to 31 s
+    await guard.check("default", t0 + 100)
+    state = await guard.check("default", t0 + 11_500)  # the window passed with nothing in it
+    assert state is not None and state.phase == Phase.PHASE_WATCHING
+    feed(windows, t0 + 15_000, t0 + 18_000, 2.0, 5)  # the delayed first tokens, slow
+    state = await guard.check("default", t0 + 18_500)
+    assert state is not None and state.phase == Phase.PHASE_FIRED and state.after_samples >= 20
+
+
+async def test_no_first_tokens_by_the_longest_window_is_inconclusive(state_stores: Stores) -> None:
+    stores = state_stores
+    await stores.plans.put_auto_mode(cluster_pb2.AutoMode(pool="default", enabled=True))
+    await rolled_out(stores, 0, AUTO_ACTOR)
+    active = await stores.plans.get_active("default")
+    assert active is not None
+    t0 = active.updated_at_unix_ms
+    windows = TtftWindows()
+    feed(windows, t0 - 10_000, t0, 0.08, 5)
+    guard = LiveGuard(stores, windows, S, ControlPlaneMetrics())
+    await guard.check("default", t0 + 100)
+    state = await guard.check("default", t0 + 1_000 + 3 * 10_000 + 1)
+    assert state is not None and state.phase == Phase.PHASE_INCONCLUSIVE
