@@ -32,6 +32,7 @@ pytestmark = [
 
 Phase = cluster_pb2.GuardState.Phase
 WINDOW_S = 6.0
+SETTLE_S = 5.0  # time for the test to slow the engines before the guard's after-window opens
 CONTROLPLANE_ARGS = (
     "--auto-interval", "2",
     "--rate-update-interval", "0.5",
@@ -41,7 +42,7 @@ CONTROLPLANE_ARGS = (
     "--shadow-recent-minutes", "1",
     "--shadow-profile", LLAMA_70B.name,
     "--guard-window", str(WINDOW_S),
-    "--guard-settle", "2",
+    "--guard-settle", str(SETTLE_S),
     "--guard-min-samples", "20",
     "--guard-max-regression", "0.5",
     "--guard-floor", "0.1",
@@ -102,6 +103,8 @@ async def test_automatic_mode_rolls_out_a_passing_plan_and_the_guard_catches_a_s
                 url = f"http://{address}/admin/slowdown"
                 async with http.post(url, json={"factor": 20.0}) as response:
                     assert response.status == 200
+            slowed_ms = time.time() * 1000
+            assert slowed_ms < pointer.updated_at_unix_ms + SETTLE_S * 1000, "slowed too late"
 
             async def fired() -> admin_pb2.PoolStatus | None:
                 pool = await cluster.status()
@@ -129,7 +132,7 @@ async def test_automatic_mode_rolls_out_a_passing_plan_and_the_guard_catches_a_s
     assert guard.after_p99_s > guard.before_p99_s * 1.5
     # settle + window (+ up to two more windows while a stalled fleet's first tokens arrive),
     # plus the guard's tick and polling under load
-    assert decided_after_s <= 2 + 3 * WINDOW_S + 10
+    assert decided_after_s <= SETTLE_S + 3 * WINDOW_S + 10
     assert not pool.active.version and pool.active.actor == GUARD_ACTOR  # Flat-LB now
     assert not pool.auto_mode.enabled and pool.auto_mode.actor == GUARD_ACTOR
     verdicts = {v.version: v.verdict for v in pool.last_verdicts}
