@@ -602,9 +602,15 @@ class NodeStatus(_message.Message):
     LOAD_FIELD_NUMBER: _builtins.int
     DOWN_FIELD_NUMBER: _builtins.int
     LAST_REPORT_AGE_MS_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
     down: _builtins.bool
     """Down: reports stopped (for three report intervals) or the agent left."""
     last_report_age_ms: _builtins.int
+    reason: _builtins.str
+    """Set when the node is shown as routers treat it rather than as its reports alone say, and
+    why: "leader grace: ..." while a new leader keeps a silent node up (its agent may still be
+    reconnecting); `down` and `load.healthy` then follow the leader's published snapshot.
+    """
     @_builtins.property
     def record(self) -> _cluster_pb2.NodeRecord: ...
     @_builtins.property
@@ -616,10 +622,11 @@ class NodeStatus(_message.Message):
         load: _cluster_pb2.NodeLoad | None = ...,
         down: _builtins.bool = ...,
         last_report_age_ms: _builtins.int = ...,
+        reason: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["load", b"load", "record", b"record"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["down", b"down", "last_report_age_ms", b"last_report_age_ms", "load", b"load", "record", b"record"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["down", b"down", "last_report_age_ms", b"last_report_age_ms", "load", b"load", "reason", b"reason", "record", b"record"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
