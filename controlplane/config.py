@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cacheroute_state.embedded import DEFAULT_PORT, default_data_dir
+from controlplane.lifecycle_options import LIFECYCLE_OPTIONS, lifecycle_values
 from controlplane.report_checks import parse_networks
 from servekit.addresses import parse_host_port
 from servekit.flags import (
@@ -64,6 +65,22 @@ class ControlPlaneConfig:
     # YAML list of {name, role, sha256|subject}: every RPC then needs a token or known cert.
     auth_file: Path | None = None
     grace_s: float = 5.0
+    # Plan lifecycle (issue 11; declared in controlplane/lifecycle_options.py): the replanner's
+    # churn cap, automatic mode, the shadow replay's budget and the live guard.
+    max_churn: float = 0.10
+    auto_interval_s: float = 60.0
+    shadow_max_requests: int = 20_000
+    shadow_seeds: int = 3
+    shadow_iterations: int = 4
+    shadow_recent_minutes: int = 10
+    shadow_profile: str = ""  # the pool's engine profile in the replay ("": the 70B testbed)
+    guard_window_s: float = 60.0
+    guard_settle_s: float = 5.0
+    guard_max_regression: float = 0.5
+    guard_floor_s: float = 0.25
+    guard_min_samples: int = 50
+    guard_action: str = "disable"
+    guard_all_rollouts: bool = False
     tls: TlsConfig | None = None
     log_json: bool = True
     log_level: str = "info"
@@ -216,7 +233,8 @@ OPTIONS = OptionSet(
     LISTEN, REDIS_URL, EMBEDDED_REDIS_PORT, EMBEDDED_REDIS_BIND, REDIS_DATA_DIR, INSTANCE_ID,
     METRICS_LISTEN, LOAD_PUBLISH_INTERVAL, NODE_TIMEOUT_INTERVALS, PLAN_INTERVAL, Q_CAP,
     SLOTS_PER_NODE, RATE_HALF_LIFE, RATE_UPDATE_INTERVAL, RATE_MAX_KEYS, LEADER_LEASE_TTL,
-    LEADER_GRACE, AUTH_FILE, AGENT_NETWORKS, SHUTDOWN_GRACE, SERVER_TLS_OPTIONS, LOG_OPTIONS,
+    LEADER_GRACE, AUTH_FILE, AGENT_NETWORKS, SHUTDOWN_GRACE, LIFECYCLE_OPTIONS,
+    SERVER_TLS_OPTIONS, LOG_OPTIONS,
 )  # fmt: skip
 
 
@@ -271,6 +289,7 @@ def parse_config(
         agent_networks=AGENT_NETWORKS.value(args),
         auth_file=AUTH_FILE.value(args),
         grace_s=SHUTDOWN_GRACE.value(args),
+        **lifecycle_values(args),
         tls=tls,
         log_json=LOG_FORMAT.value(args) == "json",
         log_level=LOG_LEVEL.value(args),

@@ -109,3 +109,32 @@ def test_main_exits_2_naming_a_bad_variable(
     monkeypatch.setenv("CACHEROUTE_LOAD_PUBLISH_INTERVAL", "0")
     assert main([]) == 2
     assert "CACHEROUTE_LOAD_PUBLISH_INTERVAL: must be a positive number" in capsys.readouterr().err
+
+
+def test_lifecycle_options_come_from_flags_and_environment() -> None:
+    config = parse_config(
+        ["--auto-interval", "2", "--guard-action", "rollback", "--guard-all-rollouts",
+         "--shadow-seeds", "2", "--shadow-profile", "llama-3.1-8b-bf16-h100"],
+        {"CACHEROUTE_MAX_CHURN": "0.2", "CACHEROUTE_GUARD_WINDOW": "30"},
+    )  # fmt: skip
+    assert (config.auto_interval_s, config.guard_action, config.guard_all_rollouts) == (
+        2.0, "rollback", True,
+    )  # fmt: skip
+    assert (config.max_churn, config.guard_window_s, config.shadow_seeds) == (0.2, 30.0, 2)
+    assert parse_config([], {}) == ControlPlaneConfig()  # the defaults are the dataclass's
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--max-churn", "1.5"],
+        ["--max-churn", "0"],
+        ["--shadow-seeds", "1"],
+        ["--guard-action", "panic"],
+        ["--shadow-profile", "no-such-engine"],
+    ],
+)
+def test_bad_lifecycle_options_exit_with_usage(argv: list[str]) -> None:
+    with pytest.raises(SystemExit) as caught:
+        parse_config(argv, {})
+    assert caught.value.code == 2
