@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controlplane.byte_admission import BALANCE_SLACK, admit_by_bytes
+from controlplane.byte_admission import BALANCE_SLACK, admit_by_bytes, place_best, saved_prefill
 from controlplane.planner import PlanError, PlanInput, admit, build_plan
 
 EXAMPLES = settings(max_examples=80, deadline=None)
@@ -31,7 +31,7 @@ def byte_inputs(draw: st.DrawFn) -> PlanInput:
         slots_per_node=8,
         prefix_sizes=np.array(sizes, dtype=np.float64),
         cache_budget=draw(st.sampled_from([16.0, 50.0, 400.0])),
-        byte_rank=draw(st.sampled_from(["rate_per_byte", "rate"])),
+        byte_rank=draw(st.sampled_from(["rate_per_byte", "rate", "best"])),
     )
 
 
@@ -131,3 +131,31 @@ def test_keys_that_fit_within_the_balance_slack_are_placed_not_left_to_the_tail(
     sets = {int(h): table.members(row) for row, h in enumerate(table.key_hashes.tolist())}
     assert sorted(sets) == [1, 2, 3]
     assert sorted(m for key in (1, 2) for m in sets[key]) == [0, 1]
+
+
+def saved(plan: PlanInput, table: object) -> float:
+    """J of a built table: Σ rate × prefix size over its warm keys."""
+    assert plan.prefix_sizes is not None
+    index = {int(h): i for i, h in enumerate(plan.key_hashes.tolist())}
+    warm = [index[int(h)] for h in table.key_hashes.tolist()]  # type: ignore[attr-defined]
+    return float(sum(plan.rates[i] * plan.prefix_sizes[i] for i in warm))
+
+
+@EXAMPLES
+@given(byte_inputs())
+def test_best_saves_at_least_the_prefill_of_either_rank_and_of_equal_slots(
+    plan: PlanInput,
+) -> None:
+    assert plan.prefix_sizes is not None
+    best = saved(plan, build_plan(replace(plan, byte_rank="best")))
+    for rank in ("rate_per_byte", "rate"):
+        assert best >= saved(plan, build_plan(replace(plan, byte_rank=rank))) - 1e-9
+    nodes = len(plan.node_ids)
+    slots = admit(plan.key_hashes, plan.rates, plan.q_cap, nodes, nodes * plan.slots_per_node)
+    loads = [0.0] * nodes
+    order, placed = place_best(
+        [(slots.order, slots.replicas)], plan.rates, plan.prefix_sizes, loads, [1.0] * nodes,
+        plan.cache_budget,
+    )  # fmt: skip
+    equal = saved_prefill(plan.rates[order], plan.prefix_sizes[order], placed)
+    assert best >= equal - 1e-9
