@@ -23,9 +23,9 @@ import argparse
 import asyncio
 import math
 import os
-import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -38,15 +38,11 @@ from agents.agent import Agent, AgentConfig
 from agents.agent_metrics import AgentMetrics
 from dataplane.core.names import InvalidNameError, validate_node_id, validate_pool
 from servekit.addresses import parse_host_port
-from servekit.flags import (
-    HelpFormatter,
-    RepeatedFlag,
-    add_log_flags,
-)
+from servekit.flags import LOG_FORMAT, LOG_LEVEL, LOG_OPTIONS, add_version_flag, optional_path
 from servekit.grpc_server import wait_for_signal
 from servekit.logging import configure_logging
 from servekit.metrics_endpoint import MetricsEndpoint
-from servekit.settings import SettingsError, add_config_flag, document_env, parse_settings
+from servekit.options import Option, OptionSet, SettingsError, list_option
 from servekit.tls import ClientTlsConfig
 
 DEFAULT_CONTROLPLANE = "127.0.0.1:50051"
@@ -58,51 +54,76 @@ class ConfigError(ValueError):
     """An engine spec, URL or option value that cannot be used; names the option."""
 
 
+def optional_text(text: str) -> str | None:
+    return text or None
+
+
+ENGINE_URL: Option[str | None] = Option(
+    "engine_url",
+    None,
+    optional_text,
+    "engine base URL, e.g. http://host:8000 (metrics at /metrics)",
+)
+NODE_ID: Option[str | None] = Option(
+    "node_id", None, optional_text, "node id for --engine-url", shown_default="its address"
+)
+ADDRESS: Option[str | None] = Option(
+    "address",
+    None,
+    optional_text,
+    "engine serving host:port for callers",
+    shown_default="from the URL",
+)
+ENGINE = list_option(
+    "engine",
+    "one more engine in this process (repeatable)",
+    metavar="ID=URL[,address=H:P][,weight=W][,dialect=D]",
+)
+POOL = Option("pool", "default", str, "pool of every engine")
+CONTROLPLANE = Option(
+    "controlplane",
+    DEFAULT_CONTROLPLANE,
+    str,
+    "control-plane gRPC HOST:PORT, or several comma-separated (a DNS name may resolve to "
+    "several); tried in turn on reconnect",
+)
+TOKEN_FILE: Option[Path | None] = Option(
+    "token_file",
+    None,
+    optional_path,
+    f"file holding the bearer token for the control plane (else ${TOKEN_ENV})",
+)
+INTERVAL = Option("interval", 0.25, float, "scrape/report seconds")
+SCRAPE_TIMEOUT = Option("scrape_timeout", 1.0, float, "GET /metrics timeout, seconds")
+DIALECT = Option("dialect", "auto", str, "engine metric names", choices=tuple(dialects.CHOICES))
+WEIGHT = Option("weight", 1.0, float, "relative capacity for the planner")
+METRICS_LISTEN = Option("metrics_listen", "", str, "HOST:PORT of the agent's own /metrics")
+TLS_CA: Option[Path | None] = Option(
+    "tls_ca", None, optional_path, "CA bundle of the control plane (enables TLS)"
+)
+TLS_CERT: Option[Path | None] = Option("tls_cert", None, optional_path, "client certificate (mTLS)")
+TLS_KEY: Option[Path | None] = Option("tls_key", None, optional_path, "client private key (mTLS)")
+OPTIONS = OptionSet(
+    ENGINE_URL, NODE_ID, ADDRESS, ENGINE, POOL, CONTROLPLANE, TOKEN_FILE, INTERVAL,
+    SCRAPE_TIMEOUT, DIALECT, WEIGHT, METRICS_LISTEN, TLS_CA, TLS_CERT, TLS_KEY, LOG_OPTIONS,
+)  # fmt: skip
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    parser = OPTIONS.parser(
         prog="python -m agents",
         description="CacheRoute node agents: scrape engine /metrics, stream NodeReports.",
         epilog=__doc__.split("\n\n", 1)[1] if __doc__ else None,
-        formatter_class=HelpFormatter,
     )
-    add_config_flag(p)
-    p.add_argument(
-        "--engine-url", help="engine base URL, e.g. http://host:8000 (metrics at /metrics)"
-    )
-    p.add_argument("--node-id", help="node id for --engine-url (default: its address)")
-    p.add_argument("--address", help="engine serving host:port for callers (default: from the URL)")
-    p.add_argument(
-        "--engine",
-        action=RepeatedFlag,
-        default=[],
-        metavar="ID=URL[,address=H:P][,weight=W][,dialect=D]",
-        help="one more engine in this process (repeatable)",
-    )
-    p.add_argument("--pool", default="default", help="pool of every engine (default: default)")
-    p.add_argument(
-        "--controlplane",
-        default=DEFAULT_CONTROLPLANE,
-        help="control-plane gRPC HOST:PORT, or several comma-separated (a DNS name may resolve "
-        f"to several); tried in turn on reconnect (default: {DEFAULT_CONTROLPLANE})",
-    )
-    p.add_argument(
-        "--token-file",
-        type=Path,
-        help=f"file holding the bearer token for the control plane (else ${TOKEN_ENV})",
-    )
-    p.add_argument("--interval", type=float, default=0.25, help="scrape/report seconds (0.25)")
-    p.add_argument("--scrape-timeout", type=float, default=1.0, help="GET /metrics timeout (1.0 s)")
-    p.add_argument(
-        "--dialect", default="auto", choices=dialects.CHOICES, help="engine metric names (auto)"
-    )
-    p.add_argument("--weight", type=float, default=1.0, help="relative capacity for the planner")
-    p.add_argument("--metrics-listen", default="", help="HOST:PORT of the agent's own /metrics")
-    p.add_argument("--tls-ca", type=Path, help="CA bundle of the control plane (enables TLS)")
-    p.add_argument("--tls-cert", type=Path, help="client certificate (mTLS)")
-    p.add_argument("--tls-key", type=Path, help="client private key (mTLS)")
-    add_log_flags(p)
-    document_env(p)
-    return p
+    add_version_flag(parser)
+    return parser
+
+
+def parse_args(
+    argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None
+) -> argparse.Namespace:
+    """Flags > ``CACHEROUTE_*`` > ``--config`` YAML; SettingsError names a bad env/file value."""
+    return OPTIONS.parse(build_parser(), argv, environ)
 
 
 def engine_endpoints(url: str) -> tuple[str, str]:
@@ -152,10 +173,11 @@ def parse_engine_spec(spec: str, base: AgentConfig) -> AgentConfig:
 
 
 def agent_configs(args: argparse.Namespace) -> list[AgentConfig]:
-    if args.interval < 0.01 or args.scrape_timeout <= 0:
+    interval, scrape_timeout = INTERVAL.value(args), SCRAPE_TIMEOUT.value(args)
+    if interval < 0.01 or scrape_timeout <= 0:
         raise ConfigError("--interval must be >= 0.01 s and --scrape-timeout > 0")
     try:
-        pool = validate_pool(args.pool)
+        pool = validate_pool(POOL.value(args))
     except InvalidNameError as exc:
         raise ConfigError(f"--pool: {exc}") from exc
     base = AgentConfig(
@@ -163,30 +185,23 @@ def agent_configs(args: argparse.Namespace) -> list[AgentConfig]:
         address="-",
         metrics_url="-",
         pool=pool,
-        dialect=args.dialect,
-        weight=_weight(args.weight, "--weight"),
-        interval_s=args.interval,
-        scrape_timeout_s=args.scrape_timeout,
+        dialect=DIALECT.value(args),
+        weight=_weight(WEIGHT.value(args), "--weight"),
+        interval_s=interval,
+        scrape_timeout_s=scrape_timeout,
     )
     configs: list[AgentConfig] = []
-    if args.engine_url:
-        metrics_url, address = engine_endpoints(args.engine_url)
-        address = args.address or address
+    engine_url, node_id, address = ENGINE_URL.value(args), NODE_ID.value(args), ADDRESS.value(args)
+    if engine_url:
+        metrics_url, url_address = engine_endpoints(engine_url)
+        address = address or url_address
         configs.append(
-            AgentConfig(
-                node_id=_node_id(args.node_id or address),
-                address=address,
-                metrics_url=metrics_url,
-                pool=pool,
-                dialect=args.dialect,
-                weight=base.weight,
-                interval_s=args.interval,
-                scrape_timeout_s=args.scrape_timeout,
-            )
-        )
-    elif args.node_id or args.address:
+            replace(base, node_id=_node_id(node_id or address), address=address,
+                    metrics_url=metrics_url)
+        )  # fmt: skip
+    elif node_id or address:
         raise ConfigError("--node-id and --address describe --engine-url, which is missing")
-    configs.extend(parse_engine_spec(spec, base) for spec in _engine_specs(args.engine))
+    configs.extend(parse_engine_spec(spec, base) for spec in ENGINE.value(args))
     if not configs:
         raise ConfigError("no engine: give --engine-url or at least one --engine")
     ids = [c.node_id for c in configs]
@@ -196,21 +211,14 @@ def agent_configs(args: argparse.Namespace) -> list[AgentConfig]:
 
 
 def client_tls(args: argparse.Namespace) -> ClientTlsConfig | None:
-    if args.tls_ca is None:
-        if args.tls_cert or args.tls_key:
+    ca, cert, key = TLS_CA.value(args), TLS_CERT.value(args), TLS_KEY.value(args)
+    if ca is None:
+        if cert or key:
             raise ConfigError("--tls-cert/--tls-key need --tls-ca")
         return None
-    if (args.tls_cert is None) != (args.tls_key is None):
+    if (cert is None) != (key is None):
         raise ConfigError("--tls-cert and --tls-key go together")
-    return ClientTlsConfig(ca_file=args.tls_ca, cert_file=args.tls_cert, key_file=args.tls_key)
-
-
-def _engine_specs(value: object) -> list[str]:
-    if isinstance(value, str):  # from CACHEROUTE_ENGINE
-        return [s for s in re.split(r"[\s;]+", value) if s]
-    if isinstance(value, list | tuple):
-        return [str(s) for s in value]
-    raise ConfigError(f"--engine: expected a list of specs, got {value!r}")
+    return ClientTlsConfig(ca_file=ca, cert_file=cert, key_file=key)
 
 
 def _node_id(node_id: str) -> str:
@@ -271,8 +279,8 @@ async def serve(configs: list[AgentConfig], args: argparse.Namespace) -> int:
     credentials = tls.channel_credentials() if tls else None
     metrics = AgentMetrics()
     endpoint: MetricsEndpoint | None = None
-    if args.metrics_listen:
-        endpoint = MetricsEndpoint(metrics.registry, *_listen(args.metrics_listen))
+    if METRICS_LISTEN.value(args):
+        endpoint = MetricsEndpoint(metrics.registry, *_listen(METRICS_LISTEN.value(args)))
         log.info("metrics_endpoint", url=endpoint.url)
     try:
         async with aiohttp.ClientSession() as session:
@@ -280,10 +288,10 @@ async def serve(configs: list[AgentConfig], args: argparse.Namespace) -> int:
                 Agent(
                     c,
                     session=session,
-                    controlplane=controlplanes(args.controlplane),
+                    controlplane=controlplanes(CONTROLPLANE.value(args)),
                     metrics=metrics,
                     credentials=credentials,
-                    token=read_token(args.token_file),
+                    token=read_token(TOKEN_FILE.value(args)),
                 )
                 for c in configs
             ]
@@ -305,16 +313,16 @@ async def serve(configs: list[AgentConfig], args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
-        args = parse_settings(parser, argv)
+        args = OPTIONS.parse(parser, argv)
         configs = agent_configs(args)
-        controlplanes(args.controlplane)
-        read_token(args.token_file)
+        controlplanes(CONTROLPLANE.value(args))
+        read_token(TOKEN_FILE.value(args))
         client_tls(args)
-        if args.metrics_listen:
-            _listen(args.metrics_listen)
+        if METRICS_LISTEN.value(args):
+            _listen(METRICS_LISTEN.value(args))
     except (SettingsError, ConfigError) as exc:
         parser.error(str(exc))
-    configure_logging("agent", json=args.log_format == "json", level=args.log_level)
+    configure_logging("agent", json=LOG_FORMAT.value(args) == "json", level=LOG_LEVEL.value(args))
     return asyncio.run(serve(configs, args))
 
 

@@ -146,6 +146,15 @@ class Agent:
             report.kv_usage = sample.kv_usage
             report.kv_capacity_tokens = sample.kv_capacity_tokens
             report.block_size = sample.block_size
+            if sample.ttft is not None:
+                report.ttft.CopyFrom(
+                    agent_pb2.LatencyHistogram(
+                        upper_bounds=sample.ttft.upper_bounds,
+                        counts=sample.ttft.counts,
+                        count=sample.ttft.count,
+                        sum=sample.ttft.sum,
+                    )
+                )
         if state.rates.prefix_hit_rate is not None:
             report.prefix_hit_rate = state.rates.prefix_hit_rate
         self._node_metrics.interval.set(interval_ms / 1000)

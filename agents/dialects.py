@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Final, TypeAlias
 
 from agents.exposition import Exposition
+from agents.histograms import SGLANG_TTFT, VLLM_TTFT, Histogram, read_histogram, sample_names
 from cacheroute.v1 import agent_pb2
 
 # The simulated engine server exports this gauge (value 1; labels free, e.g. engine, model_name,
@@ -98,7 +99,7 @@ WANTED_NAMES: Final = _with_total(
     + [f"sglang{sep}{n}" for sep in ":_" for n in _SGLANG_NAMES]
     + [f"llamacpp:{n}" for n in _LLAMACPP_NAMES]
     + [PROCESS_START]
-)
+) | frozenset(name for family in (VLLM_TTFT, *SGLANG_TTFT) for name in sample_names(family))
 
 
 def wanted(name: str) -> bool:
@@ -128,6 +129,8 @@ class EngineSample:
     kv_capacity_tokens: int = 0
     block_size: int = 0
     process_start: float | None = None
+    # Time to first token, cumulative (None: the engine exports no TTFT histogram).
+    ttft: Histogram | None = None
 
 
 def detect(expo: Exposition) -> Dialect:
@@ -217,6 +220,7 @@ def _read_vllm(expo: Exposition, dialect: Dialect) -> EngineSample:
         kv_capacity_tokens=capacity,
         block_size=block,
         process_start=expo.sum(PROCESS_START),
+        ttft=read_histogram(expo, VLLM_TTFT),
     )
 
 
@@ -239,6 +243,7 @@ def _read_sglang(expo: Exposition, dialect: Dialect) -> EngineSample:
         kv_capacity_tokens=capacity,
         block_size=block,
         process_start=expo.sum(PROCESS_START),
+        ttft=read_histogram(expo, f"{p}time_to_first_token_seconds"),
     )
 
 

@@ -3,7 +3,9 @@
 `add` registers a static destination (no agent: healthy with load 0 until removed or drained;
 an id already registered needs --replace), `remove` forgets one (not while a live agent reports
 for it: stop the agent, or drain the node), `drain`/`undrain` stop or resume routing to any
-node, `list` shows every node with its state, load and report age.
+node, `list` shows every node with its state, load and report age, as routers treat it: a node
+kept up by a new leader's grace shows as `healthy (leader grace)`, with the detail in `--json`'s
+`reason`.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ def node_rows(nodes: list[admin_pb2.NodeStatus]) -> list[list[object]]:
             n.record.node_id,
             n.record.address,
             "static" if n.record.static else "agent",
-            state_of(n),
+            f"{state_of(n)} ({n.reason.partition(':')[0]})" if n.reason else state_of(n),
             n.load.load,
             n.load.running,
             n.load.waiting,

@@ -101,6 +101,8 @@ def replan_line(meta: table_pb2.PlanMetadata) -> str | None:
         f"{info.churn:.2%} (a fresh plan: {info.fresh_churn:.2%}), imbalance bound "
         f"{info.imbalance_bound:.4f} (fresh {info.fresh_imbalance:.4f}), "
         f"{info.repair_moves} repair moves"
+        + (f", churn cap {info.max_churn:.0%}" if info.max_churn else "")
+        + ("" if info.bound_met or info.used_fresh else " (the cap held; the bound was missed)")
     )
 
 

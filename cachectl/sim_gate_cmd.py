@@ -20,6 +20,7 @@ from typing import Any
 
 from cachectl.errors import CliError
 from cachectl.output import print_json, print_table
+from controlplane.replanner import DEFAULT_MAX_CHURN
 from sim import presets
 from sim.calibration import single_destination_knee
 from sim.drift import GENERATORS, SIGMA, STEPS, DriftError, DriftSettings, run_drift
@@ -46,6 +47,8 @@ def measured_q_cap(workload: str, profile: EngineProfile, top_k: int) -> float:
 def _drift(args: argparse.Namespace) -> int:
     if args.workload not in GENERATORS:
         raise CliError(f"--workload: drift supports {', '.join(GENERATORS)}; got {args.workload!r}")
+    if not 0 <= args.max_churn <= 1:
+        raise CliError(f"--max-churn: must be within [0, 1], got {args.max_churn}")
     if args.top_k < 1:
         raise CliError(f"--top-k: must be >= 1, got {args.top_k}")
     profile = profile_of(args.profile, args.workload)
@@ -61,6 +64,7 @@ def _drift(args: argparse.Namespace) -> int:
         plan_window_s=args.plan_window,
         dip_window_s=args.dip_window,
         tolerance=args.tolerance,
+        max_churn=args.max_churn if args.max_churn > 0 else None,
         sigma=args.sigma,
         steps=args.steps,
         seed=args.seed,
@@ -187,6 +191,12 @@ def register(commands: Any) -> None:
     add("--sigma", type=float, default=SIGMA, help=f"drift per interval (default {SIGMA})")
     add("--steps", type=int, default=STEPS, help=f"drift intervals (default {STEPS})")
     add("--tolerance", type=float, default=0.05, help="replanner imbalance bound (0.05)")
+    add(
+        "--max-churn",
+        type=float,
+        default=DEFAULT_MAX_CHURN,
+        help="replanner churn cap per interval (0.10); 0: none (the bound wins, else fresh)",
+    )
     add("--seed", type=int, default=1)
     add("--json", action="store_true", help="print one JSON object")
     drift.set_defaults(handler=_drift)

@@ -12,6 +12,7 @@ from cachectl.admin_client import add_target_flags, age_text, connect, to_json
 from cachectl.nodes_cmd import HEADERS as NODE_HEADERS
 from cachectl.nodes_cmd import node_rows
 from cachectl.output import print_json, print_table
+from cachectl.plan_auto_cmd import mode_line
 from cachectl.plan_online import destinations_line, pointer_line, verdict_text
 from cacheroute.v1 import admin_pb2, cluster_pb2
 
@@ -52,6 +53,30 @@ def router_rows(pool: admin_pb2.PoolStatus) -> list[list[object]]:
     return rows
 
 
+def guard_line(guard: cluster_pb2.GuardState) -> str:
+    phase = cluster_pb2.GuardState.Phase.Name(guard.phase).removeprefix("PHASE_").lower()
+    text = f"live guard: {phase}"
+    if guard.version:
+        text += f" ({guard.version}"
+        if guard.action:
+            text += f", {guard.action}d"
+        text += ")"
+    return text + (f": {guard.detail}" if guard.detail else "")
+
+
+def auto_lines(pool: admin_pb2.PoolStatus) -> list[str]:
+    """Automatic mode, the guard and the pool's p99 TTFT (what `status` adds for issue 11)."""
+    lines = [mode_line(pool.auto_mode) if pool.HasField("auto_mode") else "automatic mode: off"]
+    if pool.HasField("guard"):
+        lines.append(guard_line(pool.guard))
+    if pool.HasField("p99_ttft_s"):
+        lines.append(
+            f"p99 TTFT (guard window): {pool.p99_ttft_s:.3f} s over "
+            f"{pool.ttft_samples:.0f} requests"
+        )
+    return lines
+
+
 def _print_pool(pool: admin_pb2.PoolStatus) -> None:
     active = pool.active
     pointer = cluster_pb2.ActivePointer()
@@ -67,6 +92,8 @@ def _print_pool(pool: admin_pb2.PoolStatus) -> None:
     if pool.last_verdicts:
         recent = ", ".join(f"{x.version} {verdict_text(x.verdict)}" for x in pool.last_verdicts)
         print(f"  last shadow verdicts: {recent}")
+    for line in auto_lines(pool):
+        print(f"  {line}")
     if pool.routers:
         acked = sum(
             1

@@ -105,6 +105,22 @@ class PlanStore(ABC):
     async def pools(self) -> list[str]: ...
 
     @abstractmethod
+    async def get_auto_mode(self, pool: str) -> cluster_pb2.AutoMode | None:
+        """The pool's automatic-mode record (None: never set, i.e. off)."""
+
+    @abstractmethod
+    async def put_auto_mode(self, record: cluster_pb2.AutoMode) -> None:
+        """Replace the pool's automatic-mode record (last writer wins)."""
+
+    @abstractmethod
+    async def get_guard(self, pool: str) -> cluster_pb2.GuardState | None:
+        """The pool's live-guard state (None: nothing ever watched)."""
+
+    @abstractmethod
+    async def put_guard(self, state: cluster_pb2.GuardState) -> None:
+        """Replace the pool's live-guard state."""
+
+    @abstractmethod
     async def add_pool(self, pool: str) -> None: ...
 
 

@@ -196,3 +196,21 @@ class RedisPlanStore(PlanStore):
     async def add_pool(self, pool: str) -> None:
         if await self._redis.sadd(schema.POOLS_KEY, pool):
             await self._redis.publish(schema.POOLS_CHANNEL, pool)
+
+    @unavailable_on_redis_error
+    async def get_auto_mode(self, pool: str) -> cluster_pb2.AutoMode | None:
+        raw = await self._redis.get(schema.pool_key(pool, "auto"))
+        return None if raw is None else cluster_pb2.AutoMode.FromString(blob(raw))
+
+    @unavailable_on_redis_error
+    async def put_auto_mode(self, record: cluster_pb2.AutoMode) -> None:
+        await self._redis.set(schema.pool_key(record.pool, "auto"), record.SerializeToString())
+
+    @unavailable_on_redis_error
+    async def get_guard(self, pool: str) -> cluster_pb2.GuardState | None:
+        raw = await self._redis.get(schema.pool_key(pool, "guard"))
+        return None if raw is None else cluster_pb2.GuardState.FromString(blob(raw))
+
+    @unavailable_on_redis_error
+    async def put_guard(self, state: cluster_pb2.GuardState) -> None:
+        await self._redis.set(schema.pool_key(state.pool, "guard"), state.SerializeToString())

@@ -13,7 +13,7 @@ from controlplane.config import ControlPlaneConfig, parse_config
 from controlplane.server import ControlPlane
 from servekit.grpc_server import run_until_signal
 from servekit.logging import configure_logging
-from servekit.settings import SettingsError
+from servekit.options import SettingsError
 
 
 async def serve(config: ControlPlaneConfig) -> int:

@@ -20,23 +20,25 @@ the identity an agent's nodes are bound to; a client-supplied actor is ignored t
 from __future__ import annotations
 
 import contextvars
-import hashlib
-import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
-from dataclasses import dataclass
-from enum import StrEnum
-from pathlib import Path
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import grpc
 import structlog
-import yaml
 
-from dataplane.core.names import clip
+from servekit.auth_file import (
+    AuthFileError,
+    AuthTable,
+    Client,
+    Role,
+    bearer_token,
+    load_auth_file,
+    parse_auth,
+    token_hash,
+)
 
 log = structlog.get_logger("controlplane.auth")
 _CALLER: contextvars.ContextVar[str] = contextvars.ContextVar("cacheroute_caller", default="")
-SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
 OPEN_SERVICES = ("/grpc.health.v1.Health/",)
 READ_METHODS = frozenset(
     {
@@ -50,30 +52,20 @@ READ_METHODS = frozenset(
     }
 )
 AGENT_METHODS = frozenset({"/cacheroute.v1.AgentService/Connect"})
-
-
-class Role(StrEnum):
-    READ = "read"
-    WRITE = "write"
-    AGENT = "agent"
-
-
-class AuthFileError(ValueError):
-    """An auth file that cannot be used; names the entry and the field."""
-
-
-@dataclass(frozen=True)
-class Client:
-    name: str
-    role: Role
-
-
-@dataclass(frozen=True)
-class AuthTable:
-    """Token hashes and certificate subjects → clients."""
-
-    by_hash: dict[str, Client]
-    by_subject: dict[str, Client]
+# The auth file's format lives in servekit.auth_file (routers read it too); re-exported here.
+__all__ = [
+    "AuthFileError",
+    "AuthInterceptor",
+    "AuthTable",
+    "Client",
+    "Role",
+    "allowed",
+    "caller_name",
+    "load_auth_file",
+    "parse_auth",
+    "required_role",
+    "token_hash",
+]
 
 
 def required_role(method: str) -> Role | None:
@@ -95,71 +87,9 @@ def allowed(role: Role, method: str) -> bool:
     return role is Role.WRITE or needed is Role.READ
 
 
-def token_hash(token: str) -> str:
-    return hashlib.sha256(token.encode("utf-8")).hexdigest()
-
-
-def parse_auth(entries: object) -> AuthTable:
-    """Validate the YAML list (module docstring) into an :class:`AuthTable`."""
-    if not isinstance(entries, list) or not entries:
-        raise AuthFileError("the auth file must be a non-empty YAML list of clients")
-    by_hash: dict[str, Client] = {}
-    by_subject: dict[str, Client] = {}
-    names: set[str] = set()
-    for index, entry in enumerate(entries):
-        where = f"entry {index}"
-        if not isinstance(entry, dict):
-            raise AuthFileError(f"{where}: expected a mapping with name, role and sha256/subject")
-        unknown = set(entry) - {"name", "role", "sha256", "subject"}
-        if unknown:
-            raise AuthFileError(f"{where}: unknown field(s) {sorted(unknown)}")
-        name = str(entry.get("name") or "").strip()
-        if not name or name in names:
-            raise AuthFileError(f"{where}: name must be present and unique, got {clip(name)}")
-        names.add(name)
-        try:
-            role = Role(str(entry.get("role", "")))
-        except ValueError:
-            raise AuthFileError(f"{where} ({name}): role must be read, write or agent") from None
-        client = Client(name, role)
-        digest, subject = entry.get("sha256"), entry.get("subject")
-        if (digest is None) == (subject is None):
-            raise AuthFileError(f"{where} ({name}): give exactly one of sha256 and subject")
-        if digest is not None:
-            digest = str(digest).lower()
-            if not SHA256_HEX.match(digest):
-                raise AuthFileError(f"{where} ({name}): sha256 must be 64 hex digits")
-            by_hash[digest] = client
-        else:
-            by_subject[str(subject)] = client
-    return AuthTable(by_hash, by_subject)
-
-
-def load_auth_file(path: Path) -> AuthTable:
-    try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise AuthFileError(f"--auth-file {path}: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        raise AuthFileError(f"--auth-file {path}: not YAML ({exc})") from None
-    try:
-        return parse_auth(data)
-    except AuthFileError as exc:
-        raise AuthFileError(f"--auth-file {path}: {exc}") from None
-
-
 def caller_name() -> str:
     """The authenticated name of the current RPC's caller ("" without authentication)."""
     return _CALLER.get()
-
-
-def _bearer(metadata: Iterable[tuple[str, str | bytes]] | None) -> str | None:
-    for key, value in metadata or ():
-        if key.lower() == "authorization":
-            text = value.decode() if isinstance(value, bytes) else value
-            scheme, _, token = text.strip().partition(" ")
-            return token.strip() if scheme.lower() == "bearer" else ""
-    return None
 
 
 def _subjects(context: grpc.aio.ServicerContext[Any, Any]) -> list[str]:
@@ -227,7 +157,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         method: str = details.method
         if handler is None or required_role(method) is None:
             return handler
-        token = _bearer(details.invocation_metadata)
+        token = bearer_token(details.invocation_metadata)
         return _guarded(handler, lambda context: self._check(method, token, context))
 
 

@@ -18,6 +18,14 @@ unit: one key with a 20K-token context costs the cache what a hundred 200-token 
               choices). Without the load cap, per-destination byte budgets force late keys onto
               loaded destinations and the plan loses the balance that makes LPT pay.
 
+**The planner's objective and ``rank="best"``.** A warm key's hit saves its prefix's prefill, so
+the plan's value is the prefill it saves per second, J = Σ λ_b · s_b over the keys it places.
+Ranking by rate per byte maximises warm *requests*, not J, and on a mix of mostly small prefixes
+it drops the large ones whose hits save most (docs/results.md). ``rank="best"`` places three
+admissions, by rate per byte, by rate, and Algorithm 1's equal slots (within the same byte
+budgets), and keeps the one with the highest J (ties: that order), so on its own objective it is
+never worse than equal slots.
+
 Units are the caller's (bytes or tokens), the same for sizes and budget. Pure: numpy and heapq.
 """
 
@@ -31,7 +39,7 @@ import numpy as np
 from dataplane.core.table import F64Array, U64Array
 
 BALANCE_SLACK = 0.05
-BYTE_RANKS = ("rate_per_byte", "rate")
+BYTE_RANKS = ("rate_per_byte", "rate", "best")
 
 
 def admit_by_bytes(
@@ -43,8 +51,9 @@ def admit_by_bytes(
     budget_per_node: float,
     rank: str = "rate_per_byte",
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Step 2: admitted indices in decreasing rate (placement order) and their replica counts."""
-    candidates = np.flatnonzero(rates > 0)
+    """Step 2: admitted indices in decreasing rate (placement order) and their replica counts.
+    A key larger than one destination's budget fits nowhere and is never admitted."""
+    candidates = np.flatnonzero((rates > 0) & (sizes <= budget_per_node))
     density = (
         rates[candidates] / sizes[candidates] if rank == "rate_per_byte" else rates[candidates]
     )
@@ -112,3 +121,37 @@ def check_sizes(sizes: F64Array, num_keys: int, budget_per_node: float) -> str |
     if not (math.isfinite(budget_per_node) and budget_per_node > 0):
         return f"cache_budget must be a positive number, got {budget_per_node}"
     return None
+
+
+def saved_prefill(rates: F64Array, sizes: F64Array, placed: list[list[int] | None]) -> float:
+    """J: Σ rate × prefix size over the keys that were placed (the module docstring)."""
+    return math.fsum(
+        float(r) * float(z) for r, z, p in zip(rates, sizes, placed, strict=True) if p is not None
+    )
+
+
+def place_best(
+    candidates: list[tuple[np.ndarray, np.ndarray]],
+    rates: F64Array,
+    sizes: F64Array,
+    warm: list[float],
+    weights: list[float],
+    budget_per_node: float,
+) -> tuple[np.ndarray, list[list[int] | None]]:
+    """Place each (order, replicas) admission (step 3, with the balance cap) and keep the one
+    with the highest J; ``warm`` gets that placement's loads. Returns (order, sets)."""
+    best: tuple[float, np.ndarray, list[list[int] | None], list[float]] | None = None
+    for order, replicas in candidates:
+        loads = list(warm)
+        admitted = rates[order]
+        cap = (1 + BALANCE_SLACK) * float(admitted.sum()) / math.fsum(weights)
+        placed = place_lpt_bytes(
+            admitted.tolist(), replicas.tolist(), sizes[order].tolist(), loads, weights,
+            budget_per_node, cap,
+        )  # fmt: skip
+        value = saved_prefill(admitted, sizes[order], placed)
+        if best is None or value > best[0]:
+            best = (value, order, placed, loads)
+    assert best is not None, "at least one admission to place"
+    warm[:] = best[3]
+    return best[1], best[2]

@@ -1,7 +1,8 @@
 """The control plane's options: one frozen dataclass, and the argparse parser that fills it.
 
 Every option comes from a flag, a ``CACHEROUTE_<NAME>`` environment variable or ``--config FILE``
-(see :mod:`servekit.settings`); ``python -m controlplane --help`` lists them all.
+(declared once in ``OPTIONS``, see :mod:`servekit.options`); ``python -m controlplane --help``
+lists them all.
 """
 
 from __future__ import annotations
@@ -14,18 +15,22 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cacheroute_state.embedded import DEFAULT_PORT, default_data_dir
+from controlplane.lifecycle_options import LIFECYCLE_OPTIONS, lifecycle_values
 from controlplane.report_checks import parse_networks
 from servekit.addresses import parse_host_port
 from servekit.flags import (
-    HelpFormatter,
-    add_log_flags,
-    add_server_tls_flags,
+    LOG_FORMAT,
+    LOG_LEVEL,
+    LOG_OPTIONS,
+    SERVER_TLS_OPTIONS,
+    add_version_flag,
     non_negative_float,
     non_negative_int,
+    optional_path,
     positive_float,
     server_tls,
 )
-from servekit.settings import SettingsError, add_config_flag, document_env, parse_settings
+from servekit.options import Option, OptionSet, SettingsError
 from servekit.tls import TlsConfig
 
 LEADER_LEASE = "controlplane"
@@ -60,6 +65,22 @@ class ControlPlaneConfig:
     # YAML list of {name, role, sha256|subject}: every RPC then needs a token or known cert.
     auth_file: Path | None = None
     grace_s: float = 5.0
+    # Plan lifecycle (issue 11; declared in controlplane/lifecycle_options.py): the replanner's
+    # churn cap, automatic mode, the shadow replay's budget and the live guard.
+    max_churn: float = 0.10
+    auto_interval_s: float = 60.0
+    shadow_max_requests: int = 20_000
+    shadow_seeds: int = 3
+    shadow_iterations: int = 4
+    shadow_recent_minutes: int = 10
+    shadow_profile: str = ""  # the pool's engine profile in the replay ("": the 70B testbed)
+    guard_window_s: float = 60.0
+    guard_settle_s: float = 5.0
+    guard_max_regression: float = 0.5
+    guard_floor_s: float = 0.25
+    guard_min_samples: int = 50
+    guard_action: str = "disable"
+    guard_all_rollouts: bool = False
     tls: TlsConfig | None = None
     log_json: bool = True
     log_level: str = "info"
@@ -81,172 +102,195 @@ class ControlPlaneConfig:
         return self.instance_id or f"{socket.gethostname()}:{os.getpid()}"
 
 
+def _networks(text: str) -> tuple[str, ...]:
+    """``--agent-networks``: comma-separated CIDRs, each checked."""
+    networks = tuple(n.strip() for n in text.split(",") if n.strip())
+    try:
+        parse_networks(networks)
+    except ValueError as exc:  # argparse shows an ArgumentTypeError's own message
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return networks
+
+
+D = ControlPlaneConfig()
+LISTEN = Option("listen", D.listen, str, "gRPC HOST:PORT (port 0: any free port)")
+REDIS_URL = Option(
+    "redis_url",
+    D.redis_url,
+    str,
+    "redis://host:port/db; empty: run an embedded Redis, supervised (restarted when it dies), "
+    "on --embedded-redis-port",
+)
+EMBEDDED_REDIS_PORT = Option(
+    "embedded_redis_port",
+    D.embedded_redis_port,
+    non_negative_int,
+    "port of the embedded Redis, fixed so routers find it after a restart "
+    "(--redis-url redis://HOST:PORT/0); 0: any free port",
+)
+EMBEDDED_REDIS_BIND = Option(
+    "embedded_redis_bind",
+    D.embedded_redis_bind,
+    str,
+    "listen address of the embedded Redis (0.0.0.0: reachable by routers elsewhere)",
+)
+REDIS_DATA_DIR = Option(
+    "redis_data_dir",
+    "",
+    str,
+    "folder of the embedded Redis's AOF persistence; empty: $XDG_STATE_HOME/cacheroute/"
+    "redis-PORT (~/.local/state/...) for a fixed port, none for port 0; 'off': no persistence",
+)
+INSTANCE_ID = Option(
+    "instance_id", D.instance_id, str, "this instance's id (default: HOSTNAME:PID)"
+)
+METRICS_LISTEN = Option(
+    "metrics_listen",
+    D.metrics_listen,
+    str,
+    "HOST:PORT of the Prometheus /metrics endpoint; empty or 'off' disables it",
+)
+LOAD_PUBLISH_INTERVAL = Option(
+    "load_publish_interval",
+    D.load_publish_interval_s,
+    positive_float,
+    "seconds between load snapshots (also the report interval asked of agents)",
+)
+NODE_TIMEOUT_INTERVALS = Option(
+    "node_timeout_intervals",
+    D.node_timeout_intervals,
+    positive_float,
+    "a node is down when its last report is older than this many of its report intervals",
+)
+PLAN_INTERVAL = Option(
+    "plan_interval",
+    D.plan_interval_s,
+    non_negative_float,
+    "seconds between automatic plan builds (stored, never activated); 0: on demand only",
+)
+Q_CAP = Option(
+    "q_cap",
+    D.q_cap,
+    non_negative_float,
+    "per-destination load target (requests/s) for plans; 0: total rate / destinations",
+)
+SLOTS_PER_NODE = Option(
+    "slots_per_node", D.slots_per_node, non_negative_int, "warm slots per destination (W)"
+)
+RATE_HALF_LIFE = Option(
+    "rate_half_life",
+    D.rate_half_life_s,
+    positive_float,
+    "half-life in seconds of the per-key rate estimator's exponential decay",
+)
+RATE_UPDATE_INTERVAL = Option(
+    "rate_update_interval",
+    D.rate_update_interval_s,
+    positive_float,
+    "seconds between reads of the routers' traffic reports",
+)
+RATE_MAX_KEYS = Option(
+    "rate_max_keys",
+    D.rate_max_keys,
+    non_negative_int,
+    "most keys the rate estimator tracks (the lowest rates are dropped first)",
+)
+LEADER_LEASE_TTL = Option(
+    "leader_lease_ttl",
+    D.leader_lease_ttl_s,
+    positive_float,
+    "seconds the leader lease lives without renewal (renewed every third of it)",
+)
+LEADER_GRACE = Option(
+    "leader_grace",
+    D.leader_grace_s,
+    non_negative_float,
+    "seconds a new leader keeps nodes the previous snapshot showed healthy up while their "
+    "agents reconnect (longer than the agents' reconnect backoff)",
+)
+AUTH_FILE: Option[Path | None] = Option(
+    "auth_file",
+    None,
+    optional_path,
+    "YAML list of clients {name, role: read|write|agent, sha256: hex SHA-256 of the bearer "
+    "token | subject: mTLS certificate name}; every RPC then needs credentials",
+)
+AGENT_NETWORKS = Option(
+    "agent_networks",
+    D.agent_networks,
+    _networks,
+    "comma-separated CIDRs that agent-reported engine addresses must lie in "
+    "(e.g. 10.0.0.0/8,fd00::/8); empty: any address",
+    shown_default="''",
+)
+SHUTDOWN_GRACE = Option(
+    "shutdown_grace",
+    D.grace_s,
+    non_negative_float,
+    "seconds in-flight RPCs get to finish on SIGTERM",
+)
+OPTIONS = OptionSet(
+    LISTEN, REDIS_URL, EMBEDDED_REDIS_PORT, EMBEDDED_REDIS_BIND, REDIS_DATA_DIR, INSTANCE_ID,
+    METRICS_LISTEN, LOAD_PUBLISH_INTERVAL, NODE_TIMEOUT_INTERVALS, PLAN_INTERVAL, Q_CAP,
+    SLOTS_PER_NODE, RATE_HALF_LIFE, RATE_UPDATE_INTERVAL, RATE_MAX_KEYS, LEADER_LEASE_TTL,
+    LEADER_GRACE, AUTH_FILE, AGENT_NETWORKS, SHUTDOWN_GRACE, LIFECYCLE_OPTIONS,
+    SERVER_TLS_OPTIONS, LOG_OPTIONS,
+)  # fmt: skip
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OPTIONS.parser(
         prog="python -m controlplane",
         description="CacheRoute control plane: agent registry, load snapshots, rate estimation, "
         "planning and the admin API used by cachectl.",
-        formatter_class=HelpFormatter,
     )
-    add = parser.add_argument
-    add("--listen", default="127.0.0.1:50051", help="gRPC HOST:PORT (port 0: any free port)")
-    add(
-        "--redis-url",
-        default="",
-        help="redis://host:port/db; empty: run an embedded Redis, supervised (restarted when it "
-        "dies), on --embedded-redis-port",
-    )
-    add(
-        "--embedded-redis-port",
-        type=non_negative_int,
-        default=DEFAULT_PORT,
-        help="port of the embedded Redis, fixed so routers find it after a restart "
-        "(--redis-url redis://HOST:PORT/0); 0: any free port",
-    )
-    add(
-        "--embedded-redis-bind",
-        default="127.0.0.1",
-        help="listen address of the embedded Redis (0.0.0.0: reachable by routers elsewhere)",
-    )
-    add(
-        "--redis-data-dir",
-        default="",
-        help="folder of the embedded Redis's AOF persistence; empty: "
-        "$XDG_STATE_HOME/cacheroute/redis-PORT (~/.local/state/...) for a fixed port, none for "
-        "port 0; 'off': no persistence",
-    )
-    add("--instance-id", default="", help="this instance's id (default: HOSTNAME:PID)")
-    add(
-        "--metrics-listen",
-        default="127.0.0.1:9091",
-        help="HOST:PORT of the Prometheus /metrics endpoint; empty or 'off' disables it",
-    )
-    add(
-        "--load-publish-interval",
-        type=positive_float,
-        default=0.25,
-        help="seconds between load snapshots (also the report interval asked of agents)",
-    )
-    add(
-        "--node-timeout-intervals",
-        type=positive_float,
-        default=3.0,
-        help="a node is down when its last report is older than this many of its report intervals",
-    )
-    add(
-        "--plan-interval",
-        type=non_negative_float,
-        default=0.0,
-        help="seconds between automatic plan builds (stored, never activated); 0: on demand only",
-    )
-    add(
-        "--q-cap",
-        type=non_negative_float,
-        default=0.0,
-        help="per-destination load target (requests/s) for plans; 0: total rate / destinations",
-    )
-    add("--slots-per-node", type=non_negative_int, default=8, help="warm slots per destination (W)")
-    add(
-        "--rate-half-life",
-        type=positive_float,
-        default=60.0,
-        help="half-life in seconds of the per-key rate estimator's exponential decay",
-    )
-    add(
-        "--rate-update-interval",
-        type=positive_float,
-        default=1.0,
-        help="seconds between reads of the routers' traffic reports",
-    )
-    add(
-        "--rate-max-keys",
-        type=non_negative_int,
-        default=250_000,
-        help="most keys the rate estimator tracks (the lowest rates are dropped first)",
-    )
-    add(
-        "--leader-lease-ttl",
-        type=positive_float,
-        default=3.0,
-        help="seconds the leader lease lives without renewal (renewed every third of it)",
-    )
-    add(
-        "--leader-grace",
-        type=non_negative_float,
-        default=8.0,
-        help="seconds a new leader keeps nodes the previous snapshot showed healthy up while "
-        "their agents reconnect (longer than the agents' reconnect backoff)",
-    )
-    add(
-        "--auth-file",
-        type=Path,
-        default=None,
-        help="YAML list of clients {name, role: read|write|agent, sha256: hex SHA-256 of the "
-        "bearer token | subject: mTLS certificate name}; every RPC then needs credentials",
-    )
-    add(
-        "--agent-networks",
-        default="",
-        help="comma-separated CIDRs that agent-reported engine addresses must lie in "
-        "(e.g. 10.0.0.0/8,fd00::/8); empty: any address",
-    )
-    add(
-        "--shutdown-grace",
-        type=non_negative_float,
-        default=5.0,
-        help="seconds in-flight RPCs get to finish on SIGTERM",
-    )
-    add_server_tls_flags(parser)
-    add_log_flags(parser)
-    add_config_flag(parser)
-    document_env(parser)
+    add_version_flag(parser)
     return parser
 
 
 def parse_config(
     argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None
 ) -> ControlPlaneConfig:
-    """Options from flags, environment and config file; errors exit via argparse."""
+    """Options from flags, environment and config file: a bad flag exits via argparse (status
+    2); a bad environment or file value raises SettingsError naming its source."""
     parser = build_parser()
-    args = parse_settings(parser, argv, environ)
+    args = OPTIONS.parse(parser, argv, environ)
     try:
         tls = server_tls(args)
     except SettingsError as exc:
         parser.error(str(exc))
-    agent_networks = tuple(n.strip() for n in str(args.agent_networks).split(",") if n.strip())
-    try:
-        parse_networks(agent_networks)
-    except ValueError as exc:
-        parser.error(f"--agent-networks: {exc}")
-    metrics_listen = "" if args.metrics_listen in ("", "off") else args.metrics_listen
+    metrics_listen = METRICS_LISTEN.value(args)
+    metrics_listen = "" if metrics_listen in ("", "off") else metrics_listen
     try:
         if metrics_listen:
             parse_host_port(metrics_listen)
     except ValueError as exc:
-        parser.error(f"--metrics-listen {args.metrics_listen!r}: {exc}, '' or off")
+        parser.error(f"--metrics-listen {METRICS_LISTEN.value(args)!r}: {exc}, '' or off")
+    data_dir = REDIS_DATA_DIR.value(args)
     return ControlPlaneConfig(
-        listen=args.listen,
-        redis_url=args.redis_url,
-        redis_data_dir=None if args.redis_data_dir in ("", "off") else Path(args.redis_data_dir),
-        redis_persistence=args.redis_data_dir != "off",
-        embedded_redis_port=args.embedded_redis_port,
-        embedded_redis_bind=args.embedded_redis_bind,
-        instance_id=args.instance_id,
+        listen=LISTEN.value(args),
+        redis_url=REDIS_URL.value(args),
+        redis_data_dir=None if data_dir in ("", "off") else Path(data_dir),
+        redis_persistence=data_dir != "off",
+        embedded_redis_port=EMBEDDED_REDIS_PORT.value(args),
+        embedded_redis_bind=EMBEDDED_REDIS_BIND.value(args),
+        instance_id=INSTANCE_ID.value(args),
         metrics_listen=metrics_listen,
-        load_publish_interval_s=args.load_publish_interval,
-        node_timeout_intervals=args.node_timeout_intervals,
-        plan_interval_s=args.plan_interval,
-        q_cap=args.q_cap,
-        slots_per_node=args.slots_per_node,
-        rate_half_life_s=args.rate_half_life,
-        rate_update_interval_s=args.rate_update_interval,
-        rate_max_keys=args.rate_max_keys,
-        leader_lease_ttl_s=args.leader_lease_ttl,
-        leader_grace_s=args.leader_grace,
-        agent_networks=agent_networks,
-        auth_file=args.auth_file,
-        grace_s=args.shutdown_grace,
+        load_publish_interval_s=LOAD_PUBLISH_INTERVAL.value(args),
+        node_timeout_intervals=NODE_TIMEOUT_INTERVALS.value(args),
+        plan_interval_s=PLAN_INTERVAL.value(args),
+        q_cap=Q_CAP.value(args),
+        slots_per_node=SLOTS_PER_NODE.value(args),
+        rate_half_life_s=RATE_HALF_LIFE.value(args),
+        rate_update_interval_s=RATE_UPDATE_INTERVAL.value(args),
+        rate_max_keys=RATE_MAX_KEYS.value(args),
+        leader_lease_ttl_s=LEADER_LEASE_TTL.value(args),
+        leader_grace_s=LEADER_GRACE.value(args),
+        agent_networks=AGENT_NETWORKS.value(args),
+        auth_file=AUTH_FILE.value(args),
+        grace_s=SHUTDOWN_GRACE.value(args),
+        **lifecycle_values(args),
         tls=tls,
-        log_json=args.log_format == "json",
-        log_level=args.log_level,
+        log_json=LOG_FORMAT.value(args) == "json",
+        log_level=LOG_LEVEL.value(args),
     )

@@ -111,3 +111,30 @@ class ControlPlaneMetrics:
             ["method", "code"],
             registry=r,
         )
+        self.pool_ttft_p99 = Gauge(
+            "cacheroute_controlplane_pool_ttft_p99_seconds",
+            "Pool p99 TTFT over the live guard's window, from the agents' TTFT histograms "
+            "(leader only; unset until a window holds an observation).",
+            ["pool"],
+            registry=r,
+        )
+        self.pool_ttft_samples = Gauge(
+            "cacheroute_controlplane_pool_ttft_samples",
+            "TTFT observations in the pool's guard window over its nodes (leader only).",
+            ["pool"],
+            registry=r,
+        )
+        self.guard_decisions = Counter(
+            "cacheroute_controlplane_guard_decisions",
+            "Live-guard decisions after watched rollouts, by pool and phase "
+            "(PHASE_PASSED, PHASE_FIRED, PHASE_INCONCLUSIVE).",
+            ["pool", "phase"],
+            registry=r,
+        )
+        self.auto_rounds = Counter(
+            "cacheroute_controlplane_auto_rounds",
+            "Automatic-mode rounds by pool and outcome (rolled_out, shadow_failed, unchanged, "
+            "skipped, waiting, error).",
+            ["pool", "outcome"],
+            registry=r,
+        )

@@ -6,7 +6,8 @@ and later the shadow gate), so a bad estimate cannot reach the routers on its ow
 
 With a plan active in the pool, the build is churn-aware (:mod:`controlplane.replanner`): it keeps
 the active plan's placements that still fit within ``imbalance_tolerance`` of a fresh plan's
-imbalance, and its metadata records the churn against the active version (``ReplanInfo``).
+imbalance, changing at most ``max_churn`` (``--max-churn``, 10%) of the keys, and its metadata
+records the churn against the active version (``ReplanInfo``).
 
 Inputs: destinations are the pool's nodes that are healthy and not draining (weights from their
 records); rates are :func:`controlplane.key_rate_tracker.current_rates`; ``q_cap`` defaults to the
@@ -35,7 +36,7 @@ from controlplane.key_rate_tracker import current_rates
 from controlplane.nodes import Liveness, effective_weight, list_statuses
 from controlplane.planner import PlanInput, build_plan
 from controlplane.plans import metadata_for, store_plan
-from controlplane.replanner import DEFAULT_TOLERANCE, Replan, replan
+from controlplane.replanner import DEFAULT_MAX_CHURN, DEFAULT_TOLERANCE, Replan, replan
 from dataplane.core.names import validate_pool
 from dataplane.core.table import PLACEMENTS, RoutingTable
 from dataplane.core.table_codec import decode_table, encode_table
@@ -49,6 +50,7 @@ class PlanDefaults:
     max_keys: int = 250_000
     churn_aware: bool = True  # replan against the active plan (controlplane/replanner.py)
     imbalance_tolerance: float = DEFAULT_TOLERANCE
+    max_churn: float | None = DEFAULT_MAX_CHURN  # the replanner's churn cap per build
 
 
 @dataclass(frozen=True)
@@ -150,6 +152,8 @@ def replan_info(active: RoutingTable, result: Replan) -> table_pb2.ReplanInfo:
         imbalance_bound=result.imbalance_bound,
         repair_moves=result.repair_moves,
         used_fresh=result.used_fresh,
+        max_churn=result.max_churn or 0.0,
+        bound_met=result.bound_met,
     )
 
 
@@ -162,8 +166,9 @@ def _plan(
         return build_plan(plan_input, created_at_unix_ms=now_ms), None
     if defaults.churn_aware and plan_input.placement == "lpt" and active.params.placement == "lpt":
         result = replan(
-            active, plan_input, tolerance=defaults.imbalance_tolerance, created_at_unix_ms=now_ms
-        )
+            active, plan_input, tolerance=defaults.imbalance_tolerance,
+            created_at_unix_ms=now_ms, max_churn=defaults.max_churn,
+        )  # fmt: skip
         return result.table, replan_info(active, result)
     table = build_plan(plan_input, created_at_unix_ms=now_ms)
     fresh_churn = churn(active, table)
@@ -175,6 +180,7 @@ def _plan(
         fresh_imbalance=table.stats.planned_imbalance,
         imbalance_bound=table.stats.planned_imbalance,
         used_fresh=True,
+        bound_met=True,
     )
     return table, info
 

@@ -15,15 +15,21 @@ publishes under ``leader_term`` = the stored one + 1 (routers order snapshots by
 the previous snapshot showed healthy is not marked down for *missing* reports: its agent may
 still be reconnecting to this instance (a leave, a stale report or a node already down stays as
 it is).
+
+With ``ttft`` the publisher also feeds each report's TTFT histogram into the leader's windows
+(:mod:`controlplane.ttft_window`): it reads every report anyway, four times a second.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from cacheroute.v1 import admin_pb2, cluster_pb2
 from cacheroute_state import Stores
 from cacheroute_state.interfaces import ReportRecord
 from controlplane.controlplane_metrics import NODE_STATES, ControlPlaneMetrics
 from controlplane.nodes import Liveness, node_status, state_of
+from controlplane.ttft_window import Buckets, TtftWindows
 
 
 def observed_at(
@@ -41,6 +47,17 @@ def observed_at(
     return min(times, default=now_ms)
 
 
+def feed_ttft(windows: TtftWindows, pool: str, reports: Mapping[str, ReportRecord]) -> None:
+    """Each report's TTFT histogram into the pool's windows, stamped with its receive time (a
+    report read again adds nothing; removed nodes are forgotten)."""
+    for node_id, record in reports.items():
+        if record.report.HasField("ttft"):
+            h = record.report.ttft
+            reading = Buckets(tuple(h.upper_bounds), tuple(h.counts), h.count)
+            windows.observe(pool, node_id, record.received_at_unix_ms, reading)
+    windows.forget(pool, keep=list(reports))
+
+
 class LoadPublisher:
     def __init__(
         self,
@@ -49,7 +66,9 @@ class LoadPublisher:
         liveness: Liveness,
         *,
         grace_ms: int = 0,
+        ttft: TtftWindows | None = None,
     ) -> None:
+        self._ttft = ttft
         self._stores = stores
         self._metrics = metrics
         self._liveness = liveness
@@ -81,6 +100,8 @@ class LoadPublisher:
     async def publish(self, pool: str, now_ms: int) -> cluster_pb2.LoadSnapshot:
         records = await self._stores.cluster.get_nodes(pool)
         reports = await self._stores.cluster.get_reports(pool)
+        if self._ttft is not None:
+            feed_ttft(self._ttft, pool, reports)
         if pool not in self._seq:
             await self._start_term(pool)
         grace = self._grace_nodes[pool] if now_ms < self._grace_until_ms else frozenset()

@@ -63,7 +63,9 @@ class NodeServicer(admin_pb2_grpc.NodeServiceServicer):
     async def ListNodes(  # noqa: N802
         self, request: admin_pb2.ListNodesRequest, context: Context
     ) -> admin_pb2.ListNodesResponse:
-        statuses = await list_statuses(self._stores, request.pool, self._clock(), self._liveness)
+        statuses = await list_statuses(
+            self._stores, request.pool, self._clock(), self._liveness, as_routed=True
+        )
         return admin_pb2.ListNodesResponse(nodes=statuses)
 
     @rpc

@@ -13,6 +13,11 @@ that report's receive time:
 * load      running + waiting from the report.
 
 Draining comes from the registry record and never changes health: routers skip drained nodes.
+
+Listing (``ListNodes``, on any instance) shows a node as routers treat it: a node that is down
+only because its reports stopped, but that the leader's latest snapshot still publishes healthy
+although it was silent past its timeout then too, is kept up by the leader's grace
+(:mod:`controlplane.loads`); it is listed healthy with ``reason`` "leader grace: ...".
 """
 
 from __future__ import annotations
@@ -129,12 +134,45 @@ def state_of(status: admin_pb2.NodeStatus) -> str:
 
 
 async def list_statuses(
-    stores: Stores, pool: str, now_ms: int, liveness: Liveness
+    stores: Stores, pool: str, now_ms: int, liveness: Liveness, *, as_routed: bool = False
 ) -> list[admin_pb2.NodeStatus]:
+    """Every node's status from its reports; ``as_routed``: as routers treat it (docstring)."""
     pool = validate_pool(pool)
     records = await stores.cluster.get_nodes(pool)
     reports = await stores.cluster.get_reports(pool)
-    return [node_status(r, reports.get(r.node_id), now_ms, liveness) for r in records]
+    statuses = [node_status(r, reports.get(r.node_id), now_ms, liveness) for r in records]
+    if as_routed and any(s.down for s in statuses):
+        snapshot = await stores.cluster.get_load(pool)
+        if snapshot is not None:
+            mark_leader_grace(statuses, reports, snapshot, liveness)
+    return statuses
+
+
+def mark_leader_grace(
+    statuses: list[admin_pb2.NodeStatus],
+    reports: dict[str, ReportRecord],
+    snapshot: cluster_pb2.LoadSnapshot,
+    liveness: Liveness,
+) -> None:
+    """Show nodes the published snapshot keeps up under the leader's grace as routers do."""
+    published = {n.node_id: n for n in snapshot.nodes}
+    for status in statuses:
+        record = status.record
+        report = reports.get(record.node_id)
+        node = published.get(record.node_id)
+        if not status.down or record.static or node is None or not node.healthy:
+            continue
+        if report is None or report.report.leaving:
+            continue  # down for a reason the grace does not cover
+        timeout = liveness.timeout_ms(report.report.report_interval_ms)
+        if node.age_ms <= timeout:
+            continue  # published before it went silent: not the grace, just a newer state
+        status.down = False
+        status.load.healthy = True
+        status.reason = (
+            f"leader grace: no report for {status.last_report_age_ms / 1000:.1f} s (timeout "
+            f"{timeout / 1000:g} s), kept up by the leader while agents reconnect to it"
+        )
 
 
 async def _audit(stores: Stores, pool: str, actor: str, action: str, detail: str, now: int) -> None:

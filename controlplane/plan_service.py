@@ -10,6 +10,7 @@ import grpc
 
 from cacheroute.v1 import admin_pb2, admin_pb2_grpc, cluster_pb2, table_pb2
 from cacheroute_state import Stores
+from controlplane.auto_mode import set_auto_mode
 from controlplane.controlplane_metrics import ControlPlaneMetrics
 from controlplane.live_plan import BuildRequest, PlanDefaults, build_live_plan
 from controlplane.nodes import Liveness
@@ -25,8 +26,8 @@ from controlplane.plans import (
 )
 from controlplane.rollout_gates import DestinationGate, RolloutGate
 from controlplane.rpc import actor_of, rpc
-from controlplane.shadow import shadow_plan
-from controlplane.status import cluster_status
+from controlplane.shadow import ShadowBudget, shadow_plan
+from controlplane.status import TtftOf, cluster_status
 from controlplane.verdict_gate import ShadowVerdictGate
 from dataplane.core.table_codec import decode_table
 from servekit.clock import Clock, wall_ms
@@ -54,7 +55,11 @@ class PlanServicer(admin_pb2_grpc.PlanServiceServicer):
         clock: Clock = wall_ms,
         gates: Sequence[RolloutGate] | None = None,
         store: str = "",
+        budget: ShadowBudget | None = None,
+        ttft_of: TtftOf | None = None,
     ) -> None:
+        self._budget = budget or ShadowBudget()
+        self._ttft_of = ttft_of
         self._clock = clock
         self._stores = stores
         self._metrics = metrics
@@ -138,7 +143,9 @@ class PlanServicer(admin_pb2_grpc.PlanServiceServicer):
         self, request: admin_pb2.ShadowPlanRequest, context: Context
     ) -> table_pb2.ShadowVerdict:
         actor = actor_of(request.actor, context)
-        return await shadow_plan(self._stores, request, actor=actor, now_ms=self._clock())
+        return await shadow_plan(
+            self._stores, request, actor=actor, now_ms=self._clock(), budget=self._budget
+        )
 
     @rpc
     async def Rollout(  # noqa: N802
@@ -192,4 +199,12 @@ class PlanServicer(admin_pb2_grpc.PlanServiceServicer):
             liveness=self._liveness,
             instance_id=self._instance_id,
             store=self._store,
+            ttft_of=self._ttft_of,
         )
+
+    @rpc
+    async def SetAutoMode(  # noqa: N802
+        self, request: admin_pb2.SetAutoModeRequest, context: Context
+    ) -> cluster_pb2.AutoMode:
+        actor = actor_of(request.actor, context)
+        return await set_auto_mode(self._stores, request, actor=actor, now_ms=self._clock())

@@ -30,11 +30,10 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from controlplane.byte_admission import (
-    BALANCE_SLACK,
     BYTE_RANKS,
     admit_by_bytes,
     check_sizes,
-    place_lpt_bytes,
+    place_best,
 )
 from dataplane.core.table import (
     MAX_NODES,
@@ -77,7 +76,9 @@ class PlanInput:
     # Algorithm 1's equal slots (slots_per_node).
     prefix_sizes: F64Array | None = None
     cache_budget: float = 0.0
-    byte_rank: str = "rate_per_byte"  # or "rate": admission order by rate, bytes only as budget
+    # or "rate": admission order by rate, bytes only as budget; "best": the admission (of those
+    # two and equal slots) that saves the most prefill (controlplane/byte_admission.py)
+    byte_rank: str = "rate_per_byte"
 
 
 @dataclass(frozen=True)
@@ -247,24 +248,37 @@ def _equal_slots(
 def _byte_aware(
     plan: PlanInput, weights: list[float], warm: list[float]
 ) -> tuple[U64Array, list[float], list[list[int]]]:
-    """Admission by rate per cache byte and budget-respecting LPT (lpt placement only)."""
+    """Byte-aware admission (``byte_rank``) and budget-respecting LPT (lpt placement only)."""
     assert plan.prefix_sizes is not None
     sizes = np.asarray(plan.prefix_sizes, dtype=np.float64)
     key_hashes = np.asarray(plan.key_hashes, dtype=np.uint64)
     rates = np.asarray(plan.rates, dtype=np.float64)
-    order, replicas = admit_by_bytes(
-        key_hashes, rates, sizes, plan.q_cap, len(plan.node_ids), plan.cache_budget,
-        plan.byte_rank,
-    )  # fmt: skip
-    admitted_rates = rates[order]
-    cap = (1 + BALANCE_SLACK) * float(admitted_rates.sum()) / math.fsum(weights)
-    placed = place_lpt_bytes(
-        admitted_rates.tolist(), replicas.tolist(), sizes[order].tolist(), warm, weights,
-        plan.cache_budget, cap,
-    )  # fmt: skip
+    candidates = byte_candidates(plan)
+    order, placed = place_best(candidates, rates, sizes, warm, weights, plan.cache_budget)
     kept = [i for i, s in enumerate(placed) if s is not None]
     sets = [s for s in placed if s is not None]
     return key_hashes[order[kept]], rates[order[kept]].tolist(), sets
+
+
+def byte_candidates(plan: PlanInput) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The (order, replicas) admissions ``byte_rank`` places: its own, or for ``"best"`` rate per
+    byte, rate, and Algorithm 1's equal slots (without the keys larger than a destination's
+    budget, which fit nowhere and would only inflate the balance cap)."""
+    assert plan.prefix_sizes is not None
+    sizes = np.asarray(plan.prefix_sizes, dtype=np.float64)
+    key_hashes = np.asarray(plan.key_hashes, dtype=np.uint64)
+    rates = np.asarray(plan.rates, dtype=np.float64)
+    nodes = len(plan.node_ids)
+    ranks = ("rate_per_byte", "rate") if plan.byte_rank == "best" else (plan.byte_rank,)
+    candidates = [
+        admit_by_bytes(key_hashes, rates, sizes, plan.q_cap, nodes, plan.cache_budget, rank)
+        for rank in ranks
+    ]
+    if plan.byte_rank == "best":  # Algorithm 1's own admission, within the byte budgets
+        slots = admit(key_hashes, rates, plan.q_cap, nodes, nodes * plan.slots_per_node)
+        fits = sizes[slots.order] <= plan.cache_budget
+        candidates.append((slots.order[fits], slots.replicas[fits]))
+    return candidates
 
 
 def assemble_table(

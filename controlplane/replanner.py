@@ -22,6 +22,18 @@ re-prefills on a cold destination. The replanner keeps what still fits:
 5. **Never worse than fresh**: if the bound is still missed, or the result churns more than the
    fresh plan would, the fresh plan is returned (``used_fresh``).
 
+**Churn cap** (``max_churn``, e.g. 0.10): the repair may change at most
+``⌊max_churn · |keys in either plan|⌋`` keys in all, counting the keys that admission forces
+(keys joining or leaving the warm set, changed replica counts) first; a move of a key already
+changed is free, an exchange costs its two keys. Within that budget the repair works as above.
+If the bound is still missed, the capped plan is returned anyway with ``bound_met = False``
+(the cap wins: falling back to fresh would churn ~95%). With a cap, when the repair moved
+anything, it is run again taking, among moves of equal cost, the one that lowers the peak most
+(it spends a tight budget better on some drifts), and the better plan (bound met, then lower churn,
+then lower imbalance) is kept. So the churn is at most
+``max(max_churn, forced share)`` whatever the drift; when admission is stable (no key joins or
+leaves, replica counts unchanged) that is ``max_churn``.
+
 Churn is :func:`controlplane.churn.churn` (1 − unchanged / keys in either plan). Cost: the fresh
 plan, O(C) Python steps for keep/place over the C = R·W admitted keys and O(moves · W) for the
 repair. Pure: numpy and the planner, no I/O.
@@ -36,7 +48,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from controlplane.churn import churn, compare
+from controlplane.churn import Churn, churn, compare
 from controlplane.planner import (
     PlanError,
     PlanInput,
@@ -48,6 +60,7 @@ from controlplane.planner import (
 from dataplane.core.table import RoutingTable
 
 DEFAULT_TOLERANCE = 0.05
+DEFAULT_MAX_CHURN = 0.10  # the issue's acceptance: at most 10% of keys change set per interval
 REPAIR_TARGETS = 8  # least-loaded destinations considered per repair move
 MAX_MOVES_PER_KEY = 4  # the repair loop's cap: this many moves per admitted key
 
@@ -65,6 +78,8 @@ class Replan:
     kept_keys: int  # admitted keys whose set is unchanged from the previous plan
     repair_moves: int
     used_fresh: bool
+    bound_met: bool = True
+    max_churn: float | None = None
 
 
 def _kept_members(
@@ -97,6 +112,7 @@ class _Placement:
         self.load = [0.0] * len(weights)
         self.sets: list[list[int]] = [[] for _ in rates]
         self.on_node: list[set[int]] = [set() for _ in weights]
+        self.prefer_small = True  # among sufficient moves, the smallest replica (else: lowest peak)
 
     def share(self, key: int) -> float:
         return self.rates[key] / self.replicas[key]
@@ -160,7 +176,13 @@ class _Placement:
         changed.add(key)
 
     def _best_move(
-        self, top: int, norm: np.ndarray, targets: list[int], changed: set[int], limit: float
+        self,
+        top: int,
+        norm: np.ndarray,
+        targets: list[int],
+        changed: set[int],
+        limit: float,
+        budget: int,
     ) -> tuple[int, int, float, int, int] | None:
         """(new churn, insufficient, score, key, dest) of the best single move off ``top``.
 
@@ -169,7 +191,10 @@ class _Placement:
         peak most."""
         w = self.weights
         best: tuple[int, int, float, int, int] | None = None
+        spare = budget - len(changed)
         for key in self.on_node[top]:
+            if spare <= 0 and key not in changed:
+                continue
             share = self.share(key)
             for dest in targets:
                 if dest == top or dest in self.sets[key]:
@@ -181,7 +206,7 @@ class _Placement:
                 rank = (
                     int(key not in changed),
                     int(not enough),
-                    share if enough else peak,
+                    share if enough and self.prefer_small else peak,
                     key,
                     dest,
                 )
@@ -190,7 +215,7 @@ class _Placement:
         return best
 
     def _best_swap(
-        self, top: int, norm: np.ndarray, targets: list[int], changed: set[int]
+        self, top: int, norm: np.ndarray, targets: list[int], changed: set[int], budget: int
     ) -> tuple[int, float, int, int, int] | None:
         """(new churn, peak, key on top, dest, key on dest) of the best exchange, if one helps:
         a replica too large to move alone trades places with a smaller one."""
@@ -207,6 +232,8 @@ class _Placement:
                         continue
                     peak = max(norm[top] - delta / w[top], norm[dest] + delta / w[dest])
                     cost = int(key not in changed) + int(other not in changed)
+                    if len(changed) + cost > budget:
+                        continue
                     rank = (cost, peak, key, dest, other)
                     if peak < norm[top] and (best is None or rank < best):
                         best = rank
@@ -234,8 +261,17 @@ class _Placement:
                     self.on_node[r].add(key)
                 self.sets[key] = old
 
-    def repair(self, limit: float, tail: list[float], changed: set[int], max_moves: int) -> int:
-        """Step 4; returns the number of moves and exchanges made."""
+    def repair(
+        self,
+        limit: float,
+        tail: list[float],
+        changed: set[int],
+        max_moves: int,
+        budget: int | None = None,
+    ) -> int:
+        """Step 4; returns the number of moves and exchanges made. ``budget``: the most keys
+        ``changed`` may hold (moves of keys already changed are free)."""
+        cap = len(self.rates) if budget is None else budget
         w = self.weights
         moves = 0
         while moves < max_moves:
@@ -244,11 +280,11 @@ class _Placement:
             if norm[top] <= limit:
                 break
             targets = np.argsort(norm, kind="stable")[:REPAIR_TARGETS].tolist()
-            move = self._best_move(top, norm, targets, changed, limit)
+            move = self._best_move(top, norm, targets, changed, limit, cap)
             if move is not None:
                 self._move(move[3], top, move[4], changed)
             else:
-                swap = self._best_swap(top, norm, targets, changed)
+                swap = self._best_swap(top, norm, targets, changed, cap)
                 if swap is None:
                     break
                 _, _, key, dest, other = swap
@@ -258,16 +294,55 @@ class _Placement:
         return moves
 
 
+@dataclass(frozen=True)
+class _Setup:
+    """What the keep, place and repair steps start from (one replan may run them twice)."""
+
+    plan: PlanInput
+    weights: list[float]
+    hashes: np.ndarray
+    rates: list[float]
+    replicas: list[int]
+    kept: list[list[int]]
+    bound: float
+    total_rate: float
+    created: int
+
+    def run(self, prefer_small: bool, cap: int | None) -> tuple[RoutingTable, int]:
+        """Steps 2-4 (with at most ``cap`` changed keys); the table and the repair's moves."""
+        w, kept = self.weights, self.kept
+        placement = _Placement(self.rates, self.replicas, w)
+        placement.prefer_small = prefer_small
+        placement.place(placement.keep(kept), kept)
+        tail_rate = max(0.0, self.total_rate - math.fsum(self.rates))
+        weight_sum = math.fsum(w)
+        tail = [tail_rate * x / weight_sum for x in w]
+        mean = (math.fsum(placement.load) + tail_rate) / weight_sum
+        changed = {k for k, s in enumerate(placement.sets) if s != sorted(kept[k])}
+        limit = self.bound * mean * (1 - 1e-12)
+        budget = None if cap is None else max(len(changed), cap)
+        moves = placement.repair(limit, tail, changed, MAX_MOVES_PER_KEY * len(self.rates), budget)
+        placement.revert(limit, tail, kept, changed)
+        table = assemble_table(
+            self.plan, w, self.hashes, self.rates, placement.sets, placement.load,
+            total_rate=self.total_rate, created_at_unix_ms=self.created,
+        )  # fmt: skip
+        return table, moves
+
+
 def replan(
     previous: RoutingTable | None,
     plan: PlanInput,
     *,
     tolerance: float = DEFAULT_TOLERANCE,
     created_at_unix_ms: int | None = None,
+    max_churn: float | None = None,
 ) -> Replan:
     """The churn-aware plan for ``plan``'s rates given the ``previous`` one (see the module)."""
     if not (math.isfinite(tolerance) and tolerance >= 0):
         raise PlanError(f"tolerance must be a number >= 0, got {tolerance}")
+    if max_churn is not None and not (math.isfinite(max_churn) and 0 <= max_churn <= 1):
+        raise PlanError(f"max_churn must be within [0, 1], got {max_churn}")
     if plan.placement != "lpt":
         raise PlanError(f"churn-aware replanning needs placement lpt, got {plan.placement!r}")
     started = time.perf_counter()
@@ -279,7 +354,7 @@ def replan(
     def fresh_result() -> Replan:
         return Replan(
             fresh, fresh_churn, fresh_churn, fresh.stats.planned_imbalance,
-            fresh.stats.planned_imbalance, bound, 0, 0, True,
+            fresh.stats.planned_imbalance, bound, 0, 0, True, max_churn=max_churn,
         )  # fmt: skip
 
     if previous is None or previous.num_keys == 0 or plan.prefix_sizes is not None:
@@ -292,31 +367,35 @@ def replan(
     admitted_hashes = key_hashes[admission.order]
     admitted_rates = rates[admission.order].tolist()
     kept = _kept_members(previous, list(plan.node_ids), admitted_hashes)
-    placement = _Placement(admitted_rates, admission.replicas.tolist(), weights)
-    rest = placement.keep(kept)
-    placement.place(rest, kept)
-    total_rate = float(rates.sum())
-    tail_rate = max(0.0, total_rate - math.fsum(admitted_rates))
-    weight_sum = math.fsum(weights)
-    tail = [tail_rate * x / weight_sum for x in weights]
-    mean = (math.fsum(placement.load) + tail_rate) / weight_sum
-    changed = {k for k, s in enumerate(placement.sets) if s != sorted(kept[k])}
-    limit = bound * mean * (1 - 1e-12)
-    moves = placement.repair(limit, tail, changed, MAX_MOVES_PER_KEY * len(admitted_rates))
-    placement.revert(limit, tail, kept, changed)
-    table = assemble_table(
-        plan, weights, admitted_hashes, admitted_rates, placement.sets, placement.load,
-        total_rate=total_rate, created_at_unix_ms=created,
-    )  # fmt: skip
-    comparison = compare(previous, table)
+    setup = _Setup(plan, weights, admitted_hashes, admitted_rates, admission.replicas.tolist(),
+                   kept, bound, float(rates.sum()), created)  # fmt: skip
+    either = np.union1d(previous.key_hashes, admitted_hashes).shape[0]
+    left = either - admitted_hashes.shape[0]  # warm before, not now: churned regardless
+    cap = None if max_churn is None else math.floor(max_churn * either + 1e-9) - left
+
+    def attempt(prefer_small: bool) -> tuple[RoutingTable, Churn, int]:
+        table, moves = setup.run(prefer_small, cap)
+        return table, compare(previous, table), moves
+
+    def rank(found: tuple[RoutingTable, Churn, int]) -> tuple[bool, float, float]:
+        imbalance = found[0].stats.planned_imbalance
+        return imbalance > bound * (1 + 1e-9), found[1].churn, imbalance
+
+    # With a cap, also try the repair that takes the move lowering the peak most (it spends a
+    # tight budget better on some drifts) and keep the better plan.
+    tries = [attempt(True)]
+    if max_churn is not None and tries[0][2] > 0:  # only a repair can differ
+        tries.append(attempt(False))
+    table, comparison, moves = min(tries, key=rank)
     replanned_churn = comparison.churn
     imbalance = table.stats.planned_imbalance
-    if imbalance > bound * (1 + 1e-9) or replanned_churn > fresh_churn:
+    bound_met = imbalance <= bound * (1 + 1e-9)
+    if replanned_churn > fresh_churn or (not bound_met and max_churn is None):
         return fresh_result()
     kept_keys = comparison.unchanged
     build_ms = (time.perf_counter() - started) * 1000.0
     table = replace(table, stats=replace(table.stats, build_ms=build_ms))
     return Replan(
         table, replanned_churn, fresh_churn, imbalance, fresh.stats.planned_imbalance, bound,
-        kept_keys, moves, False,
+        kept_keys, moves, False, bound_met, max_churn,
     )  # fmt: skip

@@ -10,7 +10,10 @@ client could register an engine at any address. Checks (pure, no I/O):
   :data:`MAX_INTERVAL_MS`] (the agents' own clamp);
 * the address's host an IP literal inside one of the allowed networks, when networks are
   configured (``--agent-networks``);
-* the node bound to the agent identity that registered it (:func:`check_identity`).
+* the node bound to the agent identity that registered it (:func:`check_identity`);
+* a TTFT histogram, when present: at most :data:`MAX_BUCKETS` finite, strictly ascending bounds,
+  one count per bound, counts finite, >= 0 and non-decreasing, the total at least the last
+  count, the sum finite and >= 0 (the live guard's quantiles assume all of it).
 
 A failure is :class:`InvalidReportError` (INVALID_ARGUMENT) with a short ``reason`` label for
 ``cacheroute_controlplane_agent_reports_rejected_total{reason}``.
@@ -19,6 +22,7 @@ A failure is :class:`InvalidReportError` (INVALID_ARGUMENT) with a short ``reaso
 from __future__ import annotations
 
 import ipaddress
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -29,7 +33,8 @@ from dataplane.core.names import clip
 MIN_INTERVAL_MS = 50
 MAX_INTERVAL_MS = 60_000
 MAX_WEIGHT = 1e6
-REASONS = ("load", "interval", "address", "identity", "weight")
+MAX_BUCKETS = 64
+REASONS = ("load", "interval", "address", "identity", "weight", "ttft")
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -108,8 +113,28 @@ def check_report(report: agent_pb2.NodeReport, rules: ReportRules) -> None:
             f"report_interval_ms must be 0 or in [{MIN_INTERVAL_MS}, {MAX_INTERVAL_MS}], "
             f"got {interval}",
         )
+    if report.HasField("ttft"):
+        check_histogram(report.ttft)
     if report.address:
         check_address(report.address, rules)
+
+
+def check_histogram(h: agent_pb2.LatencyHistogram) -> None:
+    """A cumulative histogram the quantile arithmetic can use (module docstring)."""
+    bounds, counts = list(h.upper_bounds), list(h.counts)
+    problem = ""
+    if len(bounds) > MAX_BUCKETS or len(counts) != len(bounds):
+        problem = f"{len(bounds)} bounds and {len(counts)} counts (at most {MAX_BUCKETS}, equal)"
+    elif not all(math.isfinite(b) for b in bounds) or any(
+        b <= a for a, b in itertools.pairwise(bounds)
+    ):
+        problem = "bounds must be finite and strictly ascending"
+    elif not all(math.isfinite(c) and c >= 0 for c in [*counts, h.count, h.sum]):
+        problem = "counts, count and sum must be finite numbers >= 0"
+    elif any(b < a for a, b in itertools.pairwise(counts)) or (counts and h.count < counts[-1]):
+        problem = "cumulative counts must not decrease, nor the total be below the last"
+    if problem:
+        raise InvalidReportError("ttft", f"ttft histogram: {problem}")
 
 
 def check_identity(node_id: str, registered_by: str, identity: str) -> None:

@@ -9,6 +9,8 @@ loops (each skips its tick while the instance does not lead):
 | load snapshots | ``--load-publish-interval`` (0.25 s) | one LoadSnapshot per pool |
 | rate estimator | ``--rate-update-interval`` (1 s) | fold new traffic reports in, save state |
 | planner | ``--plan-interval`` (off by default) | build and store a plan per pool |
+| live guard | 1 s | pool p99 TTFT gauges; watch and judge rollouts (``live_guard.py``) |
+| automatic mode | ``--auto-interval`` (60 s) | build, shadow, roll out if it passes (auto_mode) |
 
 Stopping: leave the lease (another instance takes over at once), stop the loops, end agent
 streams without marking their nodes down (the agents reconnect elsewhere), health NOT_SERVING,
@@ -32,18 +34,24 @@ from cacheroute_state.urls import redacted
 from controlplane.agent_service import AgentServicer
 from controlplane.agent_service import add_to_server as add_agent_service
 from controlplane.auth import AuthInterceptor, caller_name, load_auth_file
+from controlplane.auto_mode import AutoPilot
 from controlplane.config import ControlPlaneConfig
 from controlplane.controlplane_metrics import ControlPlaneMetrics
 from controlplane.decode_guard import DecodeGuard
 from controlplane.errors import PreconditionError
 from controlplane.key_rate_tracker import RateTracker
 from controlplane.leader import LeaderElector
+from controlplane.live_guard import GuardSettings, LiveGuard
 from controlplane.live_plan import BuildRequest, PlanDefaults, build_live_plan
 from controlplane.loads import LoadPublisher
 from controlplane.node_service import NodeServicer
 from controlplane.nodes import Liveness
 from controlplane.plan_service import PlanServicer
 from controlplane.report_checks import ReportRules, parse_networks
+from controlplane.rollout_gates import DestinationGate
+from controlplane.shadow import ShadowBudget
+from controlplane.ttft_window import TtftWindows
+from controlplane.verdict_gate import ShadowVerdictGate
 from servekit.addresses import parse_host_port
 from servekit.clock import Clock, wall_ms
 from servekit.grpc_server import GrpcServer
@@ -51,6 +59,7 @@ from servekit.metrics_endpoint import MetricsEndpoint
 
 log = structlog.get_logger("controlplane")
 EMBEDDED_CHECK_S = 0.5
+GUARD_INTERVAL_S = 1.0
 
 SERVICE_NAMES = tuple(
     d.services_by_name[name].full_name
@@ -94,7 +103,27 @@ class ControlPlane:
             slots_per_node=config.slots_per_node,
             half_life_s=config.rate_half_life_s,
             max_keys=config.rate_max_keys,
+            max_churn=config.max_churn,
         )
+        self.budget = ShadowBudget(
+            max_requests=config.shadow_max_requests,
+            seeds=config.shadow_seeds,
+            iterations=config.shadow_iterations,
+            recent_minutes=config.shadow_recent_minutes,
+        )
+        self.guard_settings = GuardSettings(
+            window_s=config.guard_window_s,
+            settle_s=config.guard_settle_s,
+            max_regression=config.guard_max_regression,
+            floor_s=config.guard_floor_s,
+            min_samples=config.guard_min_samples,
+            action=config.guard_action,
+            all_rollouts=config.guard_all_rollouts,
+        )
+        # Enough history for a before-window, the settle time and an after-window.
+        retention_ms = round((2 * config.guard_window_s + config.guard_settle_s + 60) * 1000)
+        self.ttft = TtftWindows(retention_ms)
+        self.guard: LiveGuard | None = None
         self.redis_url = config.redis_url
         self.embedded: EmbeddedRedis | None = None
         self.stores: Stores | None = None
@@ -154,6 +183,7 @@ class ControlPlane:
             clock=self.clock,
         )
         add_agent_service(self._agents, self.grpc.server)
+        self.guard = LiveGuard(stores, self.ttft, self.guard_settings, self.metrics)
         admin_pb2_grpc.add_PlanServiceServicer_to_server(
             PlanServicer(
                 stores,
@@ -163,6 +193,8 @@ class ControlPlane:
                 instance_id=self.instance_id,
                 clock=self.clock,
                 store=self.store_description(),
+                budget=self.budget,
+                ttft_of=self.guard.pool_p99,
             ),
             self.grpc.server,
         )
@@ -223,7 +255,11 @@ class ControlPlane:
         assert self.leader is not None and self.stores is not None
         cfg, stores = self.config, self.stores
         publisher = LoadPublisher(
-            stores, self.metrics, self.liveness, grace_ms=round(cfg.leader_grace_s * 1000)
+            stores,
+            self.metrics,
+            self.liveness,
+            grace_ms=round(cfg.leader_grace_s * 1000),
+            ttft=self.ttft,
         )
         tracker = RateTracker(stores, self.metrics, cfg.rate_half_life_s, cfg.rate_max_keys)
         self._tasks.append(asyncio.create_task(self.leader.run(), name="leader"))
@@ -233,6 +269,19 @@ class ControlPlane:
         self._spawn("rates", cfg.rate_update_interval_s, tracker.update)
         if cfg.plan_interval_s > 0:
             self._spawn("planner", cfg.plan_interval_s, self._plan_all)
+        guard = self.guard
+        assert guard is not None
+        self._spawn("guard", GUARD_INTERVAL_S, lambda _t: guard.tick(self.clock()))
+        pilot = AutoPilot(
+            stores,
+            self.metrics,
+            defaults=self.defaults,
+            liveness=self.liveness,
+            gates=[DestinationGate(self.liveness), ShadowVerdictGate()],
+            budget=self.budget,
+            profile=cfg.shadow_profile,
+        )
+        self._spawn("auto", cfg.auto_interval_s, lambda _t: pilot.round_all(self.clock()))
 
     def _spawn(
         self, name: str, interval_s: float, work: Callable[[int], Awaitable[object]]

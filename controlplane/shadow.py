@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from cacheroute.v1 import admin_pb2, cluster_pb2, table_pb2
 from cacheroute_state import Stores
@@ -32,6 +33,17 @@ OUTPUT_TOKENS = 129
 DEFAULT_TRACE_QPS = 100.0
 DEFAULT_TRACE_DURATION_S = 600.0
 Outcome = table_pb2.ShadowVerdict.Outcome
+
+
+@dataclass(frozen=True)
+class ShadowBudget:
+    """How much a replay may cost (``--shadow-*``): a small local cluster decides in seconds
+    with a few thousand requests, one seed and no bisection; the defaults are the gate's own."""
+
+    max_requests: int = 20_000
+    seeds: int = 3
+    iterations: int = 4
+    recent_minutes: int = DEFAULT_RECENT_MINUTES
 
 
 def samples_to_requests(
@@ -56,7 +68,11 @@ def samples_to_requests(
 
 
 async def load_stream(
-    stores: Stores, pool: str, request: admin_pb2.ShadowPlanRequest, now_ms: int
+    stores: Stores,
+    pool: str,
+    request: admin_pb2.ShadowPlanRequest,
+    now_ms: int,
+    default_minutes: int = DEFAULT_RECENT_MINUTES,
 ) -> tuple[list[SimRequest], str]:
     """The requests to replay and a description of where they came from."""
     if request.trace_path:
@@ -70,7 +86,7 @@ async def load_stream(
         except (OSError, ValueError) as exc:
             raise ValueError(f"trace_path {request.trace_path}: {exc}") from None
         return requests, f"trace file {request.trace_path} at {qps:g} QPS for {duration:g} s"
-    minutes = request.recent_minutes or DEFAULT_RECENT_MINUTES
+    minutes = request.recent_minutes or default_minutes
     samples = await stores.telemetry.read_samples(pool, MAX_SAMPLES)
     requests = samples_to_requests(samples, now_ms - minutes * 60_000)
     if not requests:
@@ -109,7 +125,12 @@ def verdict_proto(
 
 
 async def shadow_plan(
-    stores: Stores, request: admin_pb2.ShadowPlanRequest, *, actor: str, now_ms: int
+    stores: Stores,
+    request: admin_pb2.ShadowPlanRequest,
+    *,
+    actor: str,
+    now_ms: int,
+    budget: ShadowBudget | None = None,
 ) -> table_pb2.ShadowVerdict:
     """Replay, decide, record the verdict on the plan version, audit it."""
     pool = request.pool or "default"
@@ -119,8 +140,15 @@ async def shadow_plan(
     except UnknownProfileError as exc:
         raise ValueError(f"profile: {exc}") from None
     table = await asyncio.to_thread(decode_table, data, verify_hash=False)
-    requests, source = await load_stream(stores, meta.pool, request, now_ms)
-    settings = ShadowSettings(profile=profile, nodes=request.nodes or None)
+    budget = budget or ShadowBudget()
+    requests, source = await load_stream(stores, meta.pool, request, now_ms, budget.recent_minutes)
+    settings = ShadowSettings(
+        profile=profile,
+        nodes=request.nodes or None,
+        max_requests=budget.max_requests,
+        seeds=budget.seeds,
+        iterations=budget.iterations,
+    )
     try:
         verdict = await asyncio.to_thread(shadow, requests, table, settings)
     except ShadowError as exc:

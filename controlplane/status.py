@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
+from collections.abc import Callable
 
 from cacheroute.v1 import admin_pb2
 from cacheroute_state import Stores
 from controlplane.config import LEADER_LEASE
 from controlplane.nodes import Liveness, list_statuses
 from controlplane.rollout_gates import PlanNodes, check_destinations
+from controlplane.ttft_window import WindowQuantile
 from dataplane.core.names import validate_pool
 from dataplane.core.table import TableError
 from dataplane.core.table_codec import decode_table
+
+# The pool's p99 TTFT over the guard's window, as this instance knows it (the leader feeds it).
+TtftOf = Callable[[str, int], WindowQuantile]
 
 # Versions are content-addressed, so a plan's destinations never change: decode each once.
 _PLAN_NODES: OrderedDict[tuple[str, str], PlanNodes] = OrderedDict()
@@ -40,7 +45,7 @@ LAST_VERDICTS = 5
 
 
 async def pool_status(
-    stores: Stores, pool: str, now_ms: int, liveness: Liveness
+    stores: Stores, pool: str, now_ms: int, liveness: Liveness, ttft_of: TtftOf | None = None
 ) -> admin_pb2.PoolStatus:
     status = admin_pb2.PoolStatus(pool=pool)
     active = await stores.plans.get_active(pool)
@@ -59,6 +64,17 @@ async def pool_status(
         status.last_verdicts.append(
             admin_pb2.VersionVerdict(version=meta.version, verdict=meta.verdict)
         )
+    mode = await stores.plans.get_auto_mode(pool)
+    if mode is not None:
+        status.auto_mode.CopyFrom(mode)
+    guard = await stores.plans.get_guard(pool)
+    if guard is not None:
+        status.guard.CopyFrom(guard)
+    if ttft_of is not None:
+        p99 = ttft_of(pool, now_ms)
+        status.ttft_samples = p99.samples
+        if p99.value_s is not None:
+            status.p99_ttft_s = p99.value_s
     status.routers.extend(await stores.cluster.get_acks(pool))
     status.nodes.extend(await list_statuses(stores, pool, now_ms, liveness))
     return status
@@ -72,12 +88,13 @@ async def cluster_status(
     liveness: Liveness,
     instance_id: str,
     store: str = "",
+    ttft_of: TtftOf | None = None,
 ) -> admin_pb2.ClusterStatus:
     """Every pool (or just ``pool``); router ages are for the client to compute from at_unix_ms."""
     pools = [validate_pool(pool)] if pool else await stores.plans.pools()
     leader = await stores.leases.holder(LEADER_LEASE) or ""
     return admin_pb2.ClusterStatus(
-        pools=[await pool_status(stores, p, now_ms, liveness) for p in pools],
+        pools=[await pool_status(stores, p, now_ms, liveness, ttft_of) for p in pools],
         leader_id=leader,
         is_leader=leader == instance_id,
         store=store,

@@ -1,7 +1,8 @@
 """``python -m dataplane``: run one stateless router until SIGTERM/SIGINT.
 
 Options come from flags, ``CACHEROUTE_*`` environment variables or ``--config FILE.yaml``
-(``servekit.settings``); ``--help`` lists them all with their variables.
+(declared once in ``OPTIONS``, see ``servekit.options``); ``--help`` lists them all with their
+defaults and variables.
 """
 
 from __future__ import annotations
@@ -10,234 +11,305 @@ import argparse
 import asyncio
 import gc
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import structlog
 
 from dataplane.core.names import InvalidNameError, validate_pool
+from dataplane.core.outliers import OutlierConfig
 from dataplane.core.policies import POLICIES
 from dataplane.http_front.app import FrontConfig
 from dataplane.server import RouterConfig, RouterServer, default_router_id
-from servekit.flags import HelpFormatter, add_log_flags, add_server_tls_flags, server_tls
+from servekit.auth_file import AuthFileError, load_auth_file
+from servekit.flags import (
+    LOG_FORMAT,
+    LOG_LEVEL,
+    LOG_OPTIONS,
+    SERVER_TLS_OPTIONS,
+    add_version_flag,
+    fraction,
+    non_negative_float,
+    non_negative_int,
+    optional_path,
+    positive_float,
+    positive_int,
+    server_tls,
+)
 from servekit.grpc_server import run_until_signal
 from servekit.logging import configure_logging
-from servekit.settings import SettingsError, add_config_flag, document_env, parse_settings
+from servekit.options import Option, OptionSet, SettingsError, list_option, switch
 
-DEFAULTS = RouterConfig(router_id="")
+D = RouterConfig(router_id="")
 FRONT = FrontConfig()
-# The serving thread waits at most this long for the GIL when a worker thread (a table decode, a
-# metrics scrape) runs Python code; CPython's default of 5 ms would show in Route's p99.
-GIL_SWITCH_INTERVAL_S = 0.0005
+OUTLIERS = OutlierConfig()
+MIN_MESSAGE_BYTES = 64 * 1024
+
+
+def message_bytes(text: str) -> int:
+    value = int(text)
+    if value < MIN_MESSAGE_BYTES:
+        raise argparse.ArgumentTypeError(f"must be >= {MIN_MESSAGE_BYTES}, got {text!r}")
+    return value
+
+
+def optional_text(text: str) -> str | None:
+    return text or None
+
+
+LISTEN = Option("listen", D.listen, str, "gRPC listen address HOST:PORT (port 0: any)")
+REDIS_URL = Option("redis_url", D.redis_url, str, "Redis holding plans, pointers and loads")
+ROUTER_ID: Option[str | None] = Option(
+    "router_id", None, optional_text, "id in ACKs and reports", shown_default="hostname-pid"
+)
+POLICY = Option("policy", D.policy, str, "routing policy", choices=tuple(sorted(POLICIES)))
+SEED = Option("seed", D.seed, int, "seed of the policies' random choices")
+TABLE_INTERVAL = Option(
+    "table_interval",
+    D.table_interval_s,
+    positive_float,
+    "seconds between re-reads of the active pointers (hints also trigger one)",
+)
+ACK_INTERVAL = Option(
+    "ack_interval", D.ack_interval_s, positive_float, "seconds between ACK/NACK heartbeats"
+)
+LOAD_INTERVAL = Option(
+    "load_interval",
+    D.load_interval_s,
+    positive_float,
+    "seconds between re-reads of the load snapshots (hints also push them)",
+)
+REPORT_INTERVAL = Option(
+    "report_interval",
+    D.report_interval_s,
+    positive_float,
+    "seconds per traffic report (heavy hitters + total)",
+)
+TOP_KEYS = Option(
+    "top_keys", D.top_keys, positive_int, "keys tracked per pool by the Space-Saving counter"
+)
+SAMPLE_RATE = Option(
+    "sample_rate",
+    D.sample_rate,
+    fraction,
+    "probability that a request is written to the sampled trace",
+)
+SAMPLE_INTERVAL = Option(
+    "sample_interval",
+    D.sample_interval_s,
+    positive_float,
+    "seconds between writes of the sampled trace",
+)
+SAMPLE_BUFFER = Option(
+    "sample_buffer",
+    D.sample_buffer,
+    non_negative_int,
+    "samples held between writes; more are dropped and counted",
+)
+CORRECTION_HORIZON = Option(
+    "correction_horizon",
+    D.correction_horizon_s,
+    float,
+    "seconds a decision counts as in-flight load without a newer snapshot",
+)
+PANIC_THRESHOLD = Option(
+    "panic_threshold",
+    D.panic_threshold,
+    fraction,
+    "below this share of healthy undrained nodes in a pool, route over all undrained nodes "
+    "instead of failing (0: never)",
+)
+LOAD_MAX_AGE = Option(
+    "load_max_age",
+    D.load_max_age_s,
+    positive_float,
+    "seconds after which a load snapshot is too old: only in-flight counts are compared",
+)
+OUTLIER_CONSECUTIVE_FAILURES = Option(
+    "outlier_consecutive_failures",
+    OUTLIERS.consecutive_failures,
+    non_negative_int,
+    "eject an engine from this router's routing after this many failed attempts in a row "
+    "(connect error, timeout, 5xx; 0: passive health off)",
+)
+OUTLIER_BASE_EJECTION = Option(
+    "outlier_base_ejection",
+    OUTLIERS.base_ejection_s,
+    positive_float,
+    "seconds of a first ejection; each repeated ejection adds as much again",
+)
+OUTLIER_MAX_EJECTION = Option(
+    "outlier_max_ejection", OUTLIERS.max_ejection_s, positive_float, "longest ejection, seconds"
+)
+OUTLIER_MAX_EJECTED_SHARE = Option(
+    "outlier_max_ejected_share",
+    OUTLIERS.max_ejected_share,
+    fraction,
+    "at most this share of a pool's undrained engines is ejected at once (at least one, never "
+    "the last)",
+)
+AUTH_FILE: Option[Path | None] = Option(
+    "auth_file",
+    None,
+    optional_path,
+    "the control plane's auth file (YAML of {name, role, sha256|subject}): Route callers are "
+    "named by their bearer token or certificate; unknown callers are served but not counted for "
+    "planning",
+)
+PLANNING_RATE_LIMIT = Option(
+    "planning_rate_limit",
+    D.planning_rate_limit,
+    non_negative_float,
+    "Route requests per second per caller (token name, else peer address) that count for "
+    "planning; the rest are served, not counted (0: no limit)",
+)
+MAX_MESSAGE_BYTES = Option(
+    "max_message_bytes",
+    D.max_message_bytes,
+    message_bytes,
+    "largest gRPC message the router accepts or sends (RESOURCE_EXHAUSTED beyond)",
+)
+STARTUP_TIMEOUT = Option(
+    "startup_timeout",
+    D.startup_timeout_s,
+    positive_float,
+    "seconds the first sync with Redis may take before serving anyway",
+)
+GRACE = Option("grace", D.grace_s, float, "seconds in-flight RPCs get to finish on SIGTERM")
+DECODE_NICE = Option(
+    "decode_nice",
+    D.decode_nice,
+    int,
+    "OS nice increment of the table-decode thread (0: same priority as serving)",
+)
+METRICS_LISTEN = Option(
+    "metrics_listen",
+    str(D.metrics_listen),
+    str,
+    "Prometheus /metrics HOST:PORT (port 0: any, logged); 'off' disables it",
+)
+HTTP_LISTEN: Option[str | None] = Option(
+    "http_listen",
+    None,
+    optional_text,
+    "serve the OpenAI-compatible HTTP front on HOST:PORT (port 0: any, logged); off when not given",
+)
+HTTP_MAX_BODY = Option(
+    "http_max_body",
+    FRONT.max_body_bytes,
+    int,
+    "largest request body the front accepts, bytes (larger: 413)",
+)
+HTTP_FIRST_BYTE_TIMEOUT = Option(
+    "http_first_byte_timeout",
+    FRONT.first_byte_timeout_s,
+    float,
+    "seconds an engine may take to start answering before the front retries elsewhere",
+)
+HTTP_CONNECT_TIMEOUT = Option(
+    "http_connect_timeout", FRONT.connect_timeout_s, float, "seconds to connect to an engine"
+)
+HTTP_KEY_FROM_USER = switch(
+    "http_key_from_user",
+    "route by the body's 'user' field when there is no key header or prompt_cache_key",
+)
+HTTP_MODEL_POOL = list_option(
+    "http_model_pool",
+    "requests for MODEL go to POOL without an x-cacheroute-pool header (repeatable)",
+    metavar="MODEL=POOL",
+)
+OPTIONS = OptionSet(
+    LISTEN, REDIS_URL, ROUTER_ID, POLICY, SEED, TABLE_INTERVAL, ACK_INTERVAL, LOAD_INTERVAL,
+    REPORT_INTERVAL, TOP_KEYS, SAMPLE_RATE, SAMPLE_INTERVAL, SAMPLE_BUFFER, CORRECTION_HORIZON,
+    PANIC_THRESHOLD, LOAD_MAX_AGE, OUTLIER_CONSECUTIVE_FAILURES, OUTLIER_BASE_EJECTION,
+    OUTLIER_MAX_EJECTION, OUTLIER_MAX_EJECTED_SHARE, AUTH_FILE, PLANNING_RATE_LIMIT,
+    MAX_MESSAGE_BYTES, STARTUP_TIMEOUT, GRACE, DECODE_NICE,
+    METRICS_LISTEN, HTTP_LISTEN, HTTP_MAX_BODY, HTTP_FIRST_BYTE_TIMEOUT, HTTP_CONNECT_TIMEOUT,
+    HTTP_KEY_FROM_USER, HTTP_MODEL_POOL, SERVER_TLS_OPTIONS, LOG_OPTIONS,
+)  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:
-    d = DEFAULTS
-    parser = argparse.ArgumentParser(
+    parser = OPTIONS.parser(
         prog="python -m dataplane",
         description="CacheRoute router: answers Route/RouteBatch from the active routing table.",
-        formatter_class=HelpFormatter,
     )
-    add_config_flag(parser)
-    add = parser.add_argument
-    add("--listen", default=d.listen, help="gRPC listen address HOST:PORT (port 0: any)")
-    add("--redis-url", default=d.redis_url, help="Redis holding plans, pointers and loads")
-    add("--router-id", default=None, help="id in ACKs and reports (default: hostname-pid)")
-    add("--policy", default=d.policy, choices=sorted(POLICIES), help="routing policy")
-    add("--seed", type=int, default=d.seed, help="seed of the policies' random choices")
-    add(
-        "--table-interval",
-        type=float,
-        default=d.table_interval_s,
-        help="seconds between re-reads of the active pointers (hints also trigger one)",
-    )
-    add(
-        "--ack-interval",
-        type=float,
-        default=d.ack_interval_s,
-        help="seconds between ACK/NACK heartbeats",
-    )
-    add(
-        "--load-interval",
-        type=float,
-        default=d.load_interval_s,
-        help="seconds between re-reads of the load snapshots (hints also push them)",
-    )
-    add(
-        "--report-interval",
-        type=float,
-        default=d.report_interval_s,
-        help="seconds per traffic report (heavy hitters + total)",
-    )
-    add(
-        "--top-keys",
-        type=int,
-        default=d.top_keys,
-        help="keys tracked per pool by the Space-Saving counter",
-    )
-    add(
-        "--sample-rate",
-        type=float,
-        default=d.sample_rate,
-        help="probability that a request is written to the sampled trace",
-    )
-    add(
-        "--sample-interval",
-        type=float,
-        default=d.sample_interval_s,
-        help="seconds between writes of the sampled trace",
-    )
-    add(
-        "--sample-buffer",
-        type=int,
-        default=d.sample_buffer,
-        help="samples held between writes; more are dropped and counted",
-    )
-    add(
-        "--correction-horizon",
-        type=float,
-        default=d.correction_horizon_s,
-        help="seconds a decision counts as in-flight load without a newer snapshot",
-    )
-    add(
-        "--panic-threshold",
-        type=float,
-        default=d.panic_threshold,
-        help="below this share of healthy undrained nodes in a pool, route over all undrained "
-        "nodes instead of failing (0: never)",
-    )
-    add(
-        "--load-max-age",
-        type=float,
-        default=d.load_max_age_s,
-        help="seconds after which a load snapshot is too old: only in-flight counts are compared",
-    )
-    add(
-        "--max-message-bytes",
-        type=int,
-        default=d.max_message_bytes,
-        help="largest gRPC message the router accepts or sends (RESOURCE_EXHAUSTED beyond)",
-    )
-    add(
-        "--startup-timeout",
-        type=float,
-        default=d.startup_timeout_s,
-        help="seconds the first sync with Redis may take before serving anyway",
-    )
-    add(
-        "--grace",
-        type=float,
-        default=d.grace_s,
-        help="seconds in-flight RPCs get to finish on SIGTERM",
-    )
-    add(
-        "--decode-nice",
-        type=int,
-        default=d.decode_nice,
-        help="OS nice increment of the table-decode thread (0: same priority as serving)",
-    )
-    add(
-        "--metrics-listen",
-        default=d.metrics_listen,
-        help="Prometheus /metrics HOST:PORT (port 0: any, logged); 'off' disables it",
-    )
-    add(
-        "--http-listen",
-        default=None,
-        help="serve the OpenAI-compatible HTTP front on HOST:PORT (port 0: any, logged); off "
-        "when not given",
-    )
-    add(
-        "--http-max-body",
-        type=int,
-        default=FRONT.max_body_bytes,
-        help="largest request body the front accepts, bytes (larger: 413)",
-    )
-    add(
-        "--http-first-byte-timeout",
-        type=float,
-        default=FRONT.first_byte_timeout_s,
-        help="seconds an engine may take to start answering before the front retries elsewhere",
-    )
-    add(
-        "--http-connect-timeout",
-        type=float,
-        default=FRONT.connect_timeout_s,
-        help="seconds to connect to an engine",
-    )
-    add(
-        "--http-key-from-user",
-        action="store_true",
-        help="route by the body's 'user' field when there is no key header or prompt_cache_key",
-    )
-    add(
-        "--http-model-pool",
-        action="append",
-        default=[],
-        metavar="MODEL=POOL",
-        help="requests for MODEL go to POOL without an x-cacheroute-pool header (repeatable)",
-    )
-    add_server_tls_flags(parser)
-    add_log_flags(parser)
-    document_env(parser)
-    return parser  # fmt: skip
+    add_version_flag(parser)
+    return parser
+
+
+def parse_args(
+    argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None
+) -> argparse.Namespace:
+    """Flags > ``CACHEROUTE_*`` > ``--config`` YAML; SettingsError names a bad env/file value."""
+    return OPTIONS.parse(build_parser(), argv, environ)
 
 
 def config_from(args: argparse.Namespace) -> RouterConfig:
     """A RouterConfig from parsed options (raises SettingsError on inconsistent TLS options)."""
-    tls = server_tls(args)
-    if not 0.0 <= args.sample_rate <= 1.0:
-        raise SettingsError(f"--sample-rate must be in [0, 1], got {args.sample_rate}")
-    for name in ("table_interval", "ack_interval", "load_interval", "report_interval",
-                 "sample_interval", "startup_timeout"):  # fmt: skip
-        if getattr(args, name) <= 0:
-            raise SettingsError(f"--{name.replace('_', '-')} must be > 0")
-    if not 0.0 <= args.panic_threshold <= 1.0:
-        raise SettingsError(f"--panic-threshold must be in [0, 1], got {args.panic_threshold}")
-    if args.load_max_age <= 0:
-        raise SettingsError("--load-max-age must be > 0")
-    if args.max_message_bytes < 64 * 1024:
-        raise SettingsError("--max-message-bytes must be >= 65536")
-    if args.top_keys < 1 or args.sample_buffer < 0:
-        raise SettingsError("--top-keys must be >= 1 and --sample-buffer >= 0")
+    metrics_listen = METRICS_LISTEN.value(args)
+    base_ejection, max_ejection = (
+        OUTLIER_BASE_EJECTION.value(args),
+        OUTLIER_MAX_EJECTION.value(args),
+    )
+    if base_ejection > max_ejection:
+        raise SettingsError(
+            f"--outlier-base-ejection ({base_ejection:g}) must be <= --outlier-max-ejection "
+            f"({max_ejection:g})"
+        )
+    outliers = OutlierConfig(
+        consecutive_failures=OUTLIER_CONSECUTIVE_FAILURES.value(args),
+        base_ejection_s=base_ejection,
+        max_ejection_s=max_ejection,
+        max_ejected_share=OUTLIER_MAX_EJECTED_SHARE.value(args),
+    )
+    auth_file = AUTH_FILE.value(args)
+    try:
+        auth = load_auth_file(auth_file) if auth_file is not None else None
+    except AuthFileError as exc:
+        raise SettingsError(str(exc)) from None
     return RouterConfig(
         http=front_config(args),
-        listen=args.listen,
-        redis_url=args.redis_url,
-        router_id=args.router_id or default_router_id(),
-        policy=args.policy,
-        seed=args.seed,
-        table_interval_s=args.table_interval,
-        ack_interval_s=args.ack_interval,
-        load_interval_s=args.load_interval,
-        report_interval_s=args.report_interval,
-        sample_interval_s=args.sample_interval,
-        sample_rate=args.sample_rate,
-        sample_buffer=args.sample_buffer,
-        top_keys=args.top_keys,
-        correction_horizon_s=args.correction_horizon,
-        panic_threshold=args.panic_threshold,
-        load_max_age_s=args.load_max_age,
-        max_message_bytes=args.max_message_bytes,
-        startup_timeout_s=args.startup_timeout,
-        grace_s=args.grace,
-        decode_nice=args.decode_nice,
-        metrics_listen=None if args.metrics_listen in ("off", "") else args.metrics_listen,
-        tls=tls,
+        outliers=outliers,
+        auth=auth,
+        planning_rate_limit=PLANNING_RATE_LIMIT.value(args),
+        listen=LISTEN.value(args),
+        redis_url=REDIS_URL.value(args),
+        router_id=ROUTER_ID.value(args) or default_router_id(),
+        policy=POLICY.value(args),
+        seed=SEED.value(args),
+        table_interval_s=TABLE_INTERVAL.value(args),
+        ack_interval_s=ACK_INTERVAL.value(args),
+        load_interval_s=LOAD_INTERVAL.value(args),
+        report_interval_s=REPORT_INTERVAL.value(args),
+        sample_interval_s=SAMPLE_INTERVAL.value(args),
+        sample_rate=SAMPLE_RATE.value(args),
+        sample_buffer=SAMPLE_BUFFER.value(args),
+        top_keys=TOP_KEYS.value(args),
+        correction_horizon_s=CORRECTION_HORIZON.value(args),
+        panic_threshold=PANIC_THRESHOLD.value(args),
+        load_max_age_s=LOAD_MAX_AGE.value(args),
+        max_message_bytes=MAX_MESSAGE_BYTES.value(args),
+        startup_timeout_s=STARTUP_TIMEOUT.value(args),
+        grace_s=GRACE.value(args),
+        decode_nice=DECODE_NICE.value(args),
+        metrics_listen=None if metrics_listen in ("off", "") else metrics_listen,
+        tls=server_tls(args),
     )
 
 
 def front_config(args: argparse.Namespace) -> FrontConfig | None:
     """The HTTP front's options, or None when ``--http-listen`` is not given."""
-    if not args.http_listen or args.http_listen == "off":
+    listen = HTTP_LISTEN.value(args)
+    if not listen or listen == "off":
         return None
-    if (
-        args.http_max_body < 1
-        or args.http_first_byte_timeout <= 0
-        or args.http_connect_timeout <= 0
-    ):
+    max_body = HTTP_MAX_BODY.value(args)
+    first_byte_timeout = HTTP_FIRST_BYTE_TIMEOUT.value(args)
+    connect_timeout = HTTP_CONNECT_TIMEOUT.value(args)
+    if max_body < 1 or first_byte_timeout <= 0 or connect_timeout <= 0:
         raise SettingsError("--http-max-body and the --http-*-timeout options must be > 0")
     pools: dict[str, str] = {}
-    for item in args.http_model_pool:
+    for item in HTTP_MODEL_POOL.value(args):
         model, sep, pool = item.partition("=")
         if not sep or not model:
             raise SettingsError(f"--http-model-pool {item!r}: expected MODEL=POOL")
@@ -246,14 +318,14 @@ def front_config(args: argparse.Namespace) -> FrontConfig | None:
         except InvalidNameError as exc:
             raise SettingsError(f"--http-model-pool {item!r}: {exc}") from None
     return FrontConfig(
-        listen=args.http_listen,
-        max_body_bytes=args.http_max_body,
-        connect_timeout_s=args.http_connect_timeout,
-        first_byte_timeout_s=args.http_first_byte_timeout,
-        key_from_user=args.http_key_from_user,
+        listen=listen,
+        max_body_bytes=max_body,
+        connect_timeout_s=connect_timeout,
+        first_byte_timeout_s=first_byte_timeout,
+        key_from_user=HTTP_KEY_FROM_USER.value(args),
         model_pools=pools,
-        seed=args.seed,
-        shutdown_timeout_s=args.grace,
+        seed=SEED.value(args),
+        shutdown_timeout_s=GRACE.value(args),
     )
 
 
@@ -270,12 +342,13 @@ async def serve(config: RouterConfig) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
-        args = parse_settings(parser, argv)
+        args = OPTIONS.parse(parser, argv)
         config = config_from(args)
     except SettingsError as exc:
         parser.error(str(exc))
-    configure_logging("dataplane", json=args.log_format == "json", level=args.log_level)
-    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
+    configure_logging(
+        "dataplane", json=LOG_FORMAT.value(args) == "json", level=LOG_LEVEL.value(args)
+    )
     try:
         asyncio.run(serve(config))
     except (OSError, ValueError) as exc:

@@ -108,10 +108,11 @@ class Holds:
         self._named[request_id] = hold
         return True
 
-    def release_named(self, request_id: str, now: float | None = None) -> bool:
-        """``Release(request_id)``: False when no such hold is open (never held, expired, done)."""
+    def release_named(self, request_id: str, now: float | None = None) -> Hold | None:
+        """``Release(request_id)``: the hold it ended, or None when no such hold is open (never
+        held, expired, done)."""
         hold = self._named.pop(request_id, None)
-        return hold is not None and self.release(hold, now)
+        return hold if hold is not None and self.release(hold, now) else None
 
     def expire(self, now: float) -> int:
         """Release named holds older than ``max_hold_s`` (oldest first); returns how many."""

@@ -16,6 +16,8 @@ Loops (all on the server's event loop; none of them is on a decision's path):
   (``ack_interval_s``, 5 s); see :mod:`dataplane.table_watcher`.
 * load watcher (every ``load_interval_s``, 1 s, besides the pushed snapshots).
 * traffic reports (``report_interval_s``, 5 s) and trace samples (``sample_interval_s``, 1 s).
+* passive health: ejected destinations return when their time is up (every 0.25 s);
+  see :mod:`dataplane.passive_health`.
 
 With ``http`` set, the OpenAI-compatible front (:mod:`dataplane.http_front`) serves on the same
 event loop and decides with the same router; it starts after gRPC and stops before it.
@@ -39,16 +41,20 @@ from cacheroute.v1 import routing_pb2
 from cacheroute_state import Stores, open_stores
 from cacheroute_state.interfaces import StoreUnavailableError
 from cacheroute_state.urls import redacted
+from dataplane.core.outliers import OutlierConfig
 from dataplane.core.router import Router
 from dataplane.holds import Holds, InFlightCollector
 from dataplane.http_front.app import FrontConfig, HttpFront
 from dataplane.load_watcher import LoadWatcher
+from dataplane.passive_health import PassiveHealth
+from dataplane.planning_gate import PlanningGate
 from dataplane.router_metrics import RouterMetrics
 from dataplane.sampler import Sampler, SampleReporter
 from dataplane.servicer import RouterServicer, add_to_server
 from dataplane.table_watcher import TableWatcher
 from dataplane.traffic import TrafficReporter
 from servekit.addresses import parse_host_port
+from servekit.auth_file import AuthTable
 from servekit.grpc_server import GrpcServer
 from servekit.metrics_endpoint import MetricsEndpoint
 from servekit.tls import TlsConfig
@@ -96,6 +102,9 @@ class RouterConfig:
     correction_horizon_s: float = 5.0
     panic_threshold: float = 0.5
     load_max_age_s: float = 3.0
+    outliers: OutlierConfig = field(default_factory=OutlierConfig)  # passive health
+    auth: AuthTable | None = None  # names Route callers; unknown ones are not counted
+    planning_rate_limit: float = 0.0  # counted Route requests per second per caller; 0: off
     # Largest request accepted: a 1,000-request batch of full 4 KiB prompts is ~4 MB.
     max_message_bytes: int = 4 * 1024 * 1024
     startup_timeout_s: float = 3.0
@@ -128,13 +137,17 @@ class RouterServer:
             pool_metrics=self.metrics.for_pool,
             panic_threshold=config.panic_threshold,
             load_max_age_s=config.load_max_age_s,
+            outliers=config.outliers,
         )
         self.metrics.watch(self.router)
+        self.health = PassiveHealth(self.router, self.metrics.registry)
         self.holds = Holds(self.router)
         self.metrics.registry.register(InFlightCollector(self.holds))
         self.http: HttpFront | None = None
         if config.http is not None:
-            self.http = HttpFront(self.router, self.holds, config.http, self.metrics.registry)
+            self.http = HttpFront(
+                self.router, self.holds, config.http, self.metrics.registry, self.health
+            )
         self.stores: Stores = open_stores(config.redis_url)
         self.grpc = GrpcServer(
             config.listen,
@@ -142,7 +155,12 @@ class RouterServer:
             tls=config.tls,
             max_message_bytes=config.max_message_bytes,
         )
-        servicer = RouterServicer(self.router, self.metrics, config.policy, self.holds)
+        planning = None
+        if PlanningGate.enabled(config.auth, config.planning_rate_limit):
+            planning = PlanningGate(config.auth, config.planning_rate_limit, self.metrics.registry)
+        servicer = RouterServicer(
+            self.router, self.metrics, config.policy, self.holds, self.health, planning
+        )
         add_to_server(servicer, self.grpc.server)
         self.address = self.grpc.address
         self.tables = TableWatcher(
@@ -207,6 +225,7 @@ class RouterServer:
             "loads": self.loads.run,
             "traffic": self.traffic.run,
             "samples": self.samples.run,
+            "outliers": self.health.run,
         }
         if not synced:
             loops["first-sync"] = self._serve_once_synced

@@ -15,6 +15,9 @@ gRPC answer UNKNOWN and log a traceback per call.
 
 ``hold_until_release`` (with a ``request_id``) holds the decision's load until ``Release`` names
 the id (:mod:`dataplane.holds`); without an id it is INVALID_ARGUMENT, checked before routing.
+With ``--auth-file`` or ``--planning-rate-limit`` (:mod:`dataplane.planning_gate`) some calls
+are routed but not counted for planning. A ``Release`` that carries an ``outcome`` reports it to
+passive health (:mod:`dataplane.passive_health`), but only when it ends an open hold.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ from dataplane.core.decision_encoding import DecisionEncoder, batch_response, pa
 from dataplane.core.route_input import InvalidRequestError, parse_batch, parse_request
 from dataplane.core.router import NoDestinationError, RouteError, Router, UnknownPoolError
 from dataplane.holds import Holds
+from dataplane.passive_health import PassiveHealth
+from dataplane.planning_gate import PlanningGate
 from dataplane.router_metrics import RouterMetrics
 
 MAX_BATCH = 1000
@@ -66,9 +71,17 @@ class RouterServicer:
     """
 
     def __init__(
-        self, router: Router, metrics: RouterMetrics, policy: str, holds: Holds | None = None
+        self,
+        router: Router,
+        metrics: RouterMetrics,
+        policy: str,
+        holds: Holds | None = None,
+        health: PassiveHealth | None = None,
+        planning: PlanningGate | None = None,
     ) -> None:
         self._router = router
+        self._health = health
+        self._planning = planning  # None: every request counts for planning
         self._metrics = metrics
         self._encoder = DecisionEncoder(policy)
         self._holds = holds if holds is not None else Holds(router)
@@ -85,7 +98,9 @@ class RouterServicer:
             if request.hold_until_release:
                 _check_holdable(request)
             now = time.time()
-            outcome = self._router.route(inp, now)
+            planning = self._planning
+            counted = planning is None or planning.counted(context, 1) == 1
+            outcome = self._router.route(inp, now, counted)
         except (InvalidRequestError, MalformedRequestError, RouteError) as exc:
             await self._abort(context, exc)
         if request.hold_until_release:
@@ -109,7 +124,9 @@ class RouterServicer:
                 except InvalidRequestError as exc:
                     raise InvalidRequestError(f"requests[{index}]: {exc}") from None
             now = time.time()
-            outcomes = self._router.route_batch(inputs, now)
+            planning = self._planning
+            counted = None if planning is None else planning.counted(context, len(inputs))
+            outcomes = self._router.route_batch(inputs, now, counted)
             holds = self._holds
             for index in held:
                 inp = inputs[index]
@@ -132,12 +149,28 @@ class RouterServicer:
     ) -> routing_pb2.ReleaseResponse:
         if not request.request_id:
             await self._abort(context, InvalidRequestError("request_id is empty"))
-        return routing_pb2.ReleaseResponse(released=self._holds.release_named(request.request_id))
+        hold = self._holds.release_named(request.request_id)
+        outcome = request.outcome
+        if hold is not None and outcome and self._health is not None:  # only for its own hold
+            if outcome == routing_pb2.RELEASE_OUTCOME_SUCCESS:
+                self._health.succeeded(hold.pool, hold.node_id)
+            else:
+                cause = _RELEASE_CAUSES.get(outcome, "unknown")
+                self._health.failed(hold.pool, hold.node_id, cause)
+        return routing_pb2.ReleaseResponse(released=hold is not None)
 
     async def _abort(self, context: _Context, exc: Exception) -> NoReturn:
         code = _status(exc)
         self._metrics.route_error(code.name)
         await context.abort(code, str(exc))
+
+
+_RELEASE_CAUSES = {  # the HTTP front's cause labels, so both kinds of report read alike
+    routing_pb2.RELEASE_OUTCOME_CONNECT_FAILED: "connect",
+    routing_pb2.RELEASE_OUTCOME_TIMEOUT: "timeout",
+    routing_pb2.RELEASE_OUTCOME_SERVER_ERROR: "5xx",
+    routing_pb2.RELEASE_OUTCOME_BROKEN: "mid_stream",
+}
 
 
 def _check_holdable(request: routing_pb2.RouteRequest) -> None:

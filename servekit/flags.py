@@ -1,4 +1,4 @@
-"""Option types and flag groups every CacheRoute server shares (see :mod:`servekit.settings`)."""
+"""Option types and the option groups every CacheRoute server shares (:mod:`servekit.options`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from servekit.logging import LEVELS
-from servekit.settings import SettingsError
+from servekit.options import Option, SettingsError
 from servekit.tls import TlsConfig
 
 
@@ -26,6 +26,14 @@ def non_negative_float(text: str) -> float:
     return value
 
 
+def fraction(text: str) -> float:
+    """A probability or share: a number in [0, 1]."""
+    value = float(text)
+    if not 0.0 <= value <= 1.0:  # also refuses NaN
+        raise argparse.ArgumentTypeError(f"must be in [0, 1], got {text!r}")
+    return value
+
+
 def positive_int(text: str) -> int:
     value = int(text)
     if value <= 0:
@@ -40,52 +48,36 @@ def non_negative_int(text: str) -> int:
     return value
 
 
-class _FromCommandLine(list[str]):
-    """Values of a repeated flag given on the command line."""
+def optional_path(text: str) -> Path | None:
+    """A file path; empty text (``CACHEROUTE_TLS_CERT=``) means none."""
+    return Path(text) if text else None
 
 
-class RepeatedFlag(argparse.Action):
-    """A repeatable flag whose command-line values replace (not extend) an env/config list."""
+LOG_FORMAT = Option("log_format", "json", str, "log line format", choices=("json", "console"))
+LOG_LEVEL = Option("log_level", "info", str, "lowest level logged", choices=tuple(LEVELS))
+LOG_OPTIONS = (LOG_FORMAT, LOG_LEVEL)
 
-    def __call__(
-        self,
-        parser: argparse.ArgumentParser,
-        namespace: argparse.Namespace,
-        values: Any,
-        option_string: str | None = None,
-    ) -> None:
-        current = getattr(namespace, self.dest, None)
-        if not isinstance(current, _FromCommandLine):
-            current = _FromCommandLine()
-        current.append(str(values))
-        setattr(namespace, self.dest, current)
-
-
-def add_server_tls_flags(parser: argparse.ArgumentParser) -> None:
-    add = parser.add_argument
-    add("--tls-cert", type=Path, default=None, help="server certificate (PEM); enables TLS")
-    add("--tls-key", type=Path, default=None, help="server private key (PEM)")
-    add(
-        "--tls-client-ca",
-        type=Path,
-        default=None,
-        help="CA bundle client certificates must chain to; set to require mTLS",
-    )
+TLS_CERT: Option[Path | None] = Option(
+    "tls_cert", None, optional_path, "server certificate (PEM); enables TLS"
+)
+TLS_KEY: Option[Path | None] = Option("tls_key", None, optional_path, "server private key (PEM)")
+TLS_CLIENT_CA: Option[Path | None] = Option(
+    "tls_client_ca", None, optional_path,
+    "CA bundle client certificates must chain to; set to require mTLS",
+)  # fmt: skip
+SERVER_TLS_OPTIONS = (TLS_CERT, TLS_KEY, TLS_CLIENT_CA)
 
 
 def server_tls(args: argparse.Namespace) -> TlsConfig | None:
-    """The TLS settings of :func:`add_server_tls_flags`, or SettingsError when inconsistent."""
-    if (args.tls_cert is None) != (args.tls_key is None):
+    """The TLS settings of :data:`SERVER_TLS_OPTIONS`, or SettingsError when inconsistent."""
+    cert, key, client_ca = TLS_CERT.value(args), TLS_KEY.value(args), TLS_CLIENT_CA.value(args)
+    if (cert is None) != (key is None):
         raise SettingsError("--tls-cert and --tls-key go together")
-    if args.tls_client_ca is not None and args.tls_cert is None:
+    if client_ca is not None and cert is None:
         raise SettingsError("--tls-client-ca needs --tls-cert and --tls-key")
-    if args.tls_cert is None:
+    if cert is None or key is None:
         return None
-    return TlsConfig(args.tls_cert, args.tls_key, args.tls_client_ca)
-
-
-class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
-    """``--help`` keeps the description's layout and shows every option's default."""
+    return TlsConfig(cert, key, client_ca)
 
 
 class _VersionAction(argparse.Action):
@@ -111,11 +103,3 @@ class _VersionAction(argparse.Action):
 
 def add_version_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--version", action=_VersionAction)
-
-
-def add_log_flags(parser: argparse.ArgumentParser) -> None:
-    """The flags every server shares: log format and level, and ``--version``."""
-    add = parser.add_argument
-    add("--log-format", choices=("json", "console"), default="json", help="log line format")
-    add("--log-level", choices=LEVELS, default="info", help="lowest level logged")
-    add_version_flag(parser)

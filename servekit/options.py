@@ -10,9 +10,9 @@ key, the default shown in ``--help`` and the validation, for all three sources a
 ``kv_blocks`` becomes ``--kv-blocks``, ``CACHEROUTE_KV_BLOCKS`` and the YAML key ``kv_blocks``
 (or ``kv-blocks``); ``--help`` shows the default and the variable. A value from any source goes
 through the same ``parse`` (and ``choices``), and an error names its source: the flag (argparse,
-exit status 2), the variable, or ``FILE:key``. Unlike :func:`servekit.settings.parse_settings`,
-which infers all of this from argparse's private action list, the declarations are the single
-source; the entry points move here one by one (simengine first; see docs/DEVELOPING.md).
+exit status 2), the variable, or ``FILE:key``. Every server's entry point declares its options
+this way (docs/DEVELOPING.md); shared groups (logging, server TLS) live in
+:mod:`servekit.flags`.
 """
 
 from __future__ import annotations
@@ -20,22 +20,43 @@ from __future__ import annotations
 import argparse
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar, cast
 
 import yaml
 
-from servekit.flags import RepeatedFlag
-from servekit.settings import SettingsError, add_config_flag, env_name
-
 T = TypeVar("T")
+ENV_PREFIX = "CACHEROUTE_"
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off", "")
+
+
+class SettingsError(ValueError):
+    """A config file or environment value that cannot be used; names the source and key."""
+
+
+def env_name(name: str) -> str:
+    return ENV_PREFIX + name.upper()
+
+
+def add_config_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--config",
+        type=Path,
+        default=None,
+        help=f"YAML file of option values (env: {env_name('config')})",
+    )
 
 
 @dataclass(frozen=True)
 class Option(Generic[T]):
-    """One option. ``parse`` turns text into a value or raises ValueError/ArgumentTypeError."""
+    """One option. ``parse`` turns text into a value or raises ValueError/ArgumentTypeError.
+
+    ``shown_default`` replaces the default in ``--help`` when the real one is computed later
+    (``None`` standing for "the hostname and pid", say).
+    """
 
     name: str
     default: T
@@ -43,6 +64,7 @@ class Option(Generic[T]):
     help: str
     choices: tuple[T, ...] | None = None
     metavar: str | None = None
+    shown_default: str | None = None
 
     @property
     def flag(self) -> str:
@@ -57,8 +79,10 @@ class Option(Generic[T]):
         return cast(T, getattr(args, self.name))
 
     def help_text(self) -> str:
-        shown = "none" if self.default is None else repr(self.default)
-        return f"{self.help} (default: {shown}; env: {self.env})"
+        shown = self.shown_default
+        if shown is None:
+            shown = "none" if self.default is None else repr(self.default)
+        return f"{self.help} (default: {shown}) (env: {self.env})"
 
     def add_to(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument(
@@ -76,6 +100,61 @@ class Option(Generic[T]):
             allowed = ", ".join(map(str, self.choices))
             raise SettingsError(f"{source}: {raw!r} is not one of {allowed}")
         return cast(T, value)
+
+
+def parse_bool(text: str) -> bool:
+    """``1/true/yes/on`` or ``0/false/no/off/''`` (any case), as a variable or YAML value."""
+    lowered = text.strip().lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    raise ValueError(f"expected a boolean (true/false, yes/no, on/off, 1/0), got {text!r}")
+
+
+@dataclass(frozen=True)
+class BoolOption(Option[bool]):
+    """A switch: the bare flag turns it on; the variable and the YAML key take a boolean."""
+
+    def add_to(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            self.flag, dest=self.name, action="store_true", default=self.default,
+            help=self.help_text(),
+        )  # fmt: skip
+
+    def convert(self, raw: object, source: str) -> bool:
+        if isinstance(raw, bool):
+            return raw
+        try:
+            return parse_bool(str(raw))
+        except ValueError as exc:
+            raise SettingsError(f"{source}: {exc}") from exc
+
+
+def switch(name: str, help: str) -> BoolOption:
+    """A :class:`BoolOption` that is off unless given."""
+    return BoolOption(name, False, parse_bool, help)
+
+
+class _FromCommandLine(list[str]):
+    """Values of a repeated flag given on the command line."""
+
+
+class RepeatedFlag(argparse.Action):
+    """A repeatable flag whose command-line values replace (not extend) an env/config list."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        current = getattr(namespace, self.dest, None)
+        if not isinstance(current, _FromCommandLine):
+            current = _FromCommandLine()
+        current.append(str(values))
+        setattr(namespace, self.dest, current)
 
 
 @dataclass(frozen=True)
@@ -119,7 +198,7 @@ def _list_parse(text: str) -> list[str]:
 
 
 def list_option(
-    name: str, help: str, item: Callable[[str], object], metavar: str | None = None
+    name: str, help: str, item: Callable[[str], object] = str, metavar: str | None = None
 ) -> ListOption:
     """A :class:`ListOption` with an empty default."""
     return ListOption(name, [], _list_parse, help, metavar=metavar, item=item)
@@ -128,12 +207,22 @@ def list_option(
 class OptionSet:
     """The options of one entry point, and the layered parse over them."""
 
-    def __init__(self, *options: Option[Any]) -> None:
-        self.options = options
-        self._by_key = {o.name: o for o in options}
+    def __init__(self, *options: Option[Any] | Iterable[Option[Any]]) -> None:
+        flat: list[Option[Any]] = []
+        for item in options:
+            flat.extend([item] if isinstance(item, Option) else item)
+        self.options = tuple(flat)
+        self._by_key = {o.name: o for o in self.options}
+        if len(self._by_key) != len(self.options):
+            raise ValueError(f"an option is declared twice in {[o.name for o in self.options]}")
 
     def parser(self, **kwargs: Any) -> argparse.ArgumentParser:
-        """An ``ArgumentParser(**kwargs)`` with ``--config`` and every option."""
+        """An ``ArgumentParser(**kwargs)`` with ``--config`` and every option.
+
+        The declarations put each default and variable in the help text themselves, so the
+        formatter only keeps the description's layout.
+        """
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
         parser = argparse.ArgumentParser(**kwargs)
         add_config_flag(parser)
         for option in self.options:

@@ -37,7 +37,7 @@ import numpy.typing as npt
 
 from controlplane.churn import compare
 from controlplane.planner import PlanInput, build_plan
-from controlplane.replanner import DEFAULT_TOLERANCE, replan
+from controlplane.replanner import DEFAULT_MAX_CHURN, DEFAULT_TOLERANCE, replan
 from dataplane.core.load_view import LoadView
 from dataplane.core.policies import Decision, Policy, Request
 from dataplane.core.table import RoutingTable
@@ -90,6 +90,7 @@ class DriftSettings:
     dip_window_s: float = 30.0
     slots_per_node: int = 8
     tolerance: float = DEFAULT_TOLERANCE
+    max_churn: float | None = DEFAULT_MAX_CHURN
     sigma: float = SIGMA
     steps: int = STEPS
     seed: int = 1
@@ -173,7 +174,13 @@ def plan_sequence(
         arms["fresh"].append(build_plan(plan_input, created_at_unix_ms=1))
         previous = arms["churn_aware"][-1]
         arms["churn_aware"].append(
-            replan(previous, plan_input, tolerance=s.tolerance, created_at_unix_ms=1).table
+            replan(
+                previous,
+                plan_input,
+                tolerance=s.tolerance,
+                created_at_unix_ms=1,
+                max_churn=s.max_churn,
+            ).table
         )
     return arms
 
@@ -267,6 +274,7 @@ def run_drift(workload: str, s: DriftSettings) -> dict[str, Any]:
             "dip_window_s": s.dip_window_s,
             "slots_per_node": s.slots_per_node,
             "tolerance": s.tolerance,
+            "max_churn": s.max_churn,
             "seed": s.seed,
             "requests": len(requests),
         },

@@ -22,11 +22,17 @@ from collections.abc import Sequence
 
 import structlog
 
-from servekit.flags import add_version_flag, non_negative_float, positive_float, positive_int
+from servekit.flags import (
+    LOG_FORMAT,
+    LOG_LEVEL,
+    add_version_flag,
+    non_negative_float,
+    positive_float,
+    positive_int,
+)
 from servekit.grpc_server import wait_for_signal
-from servekit.logging import LEVELS, configure_logging
-from servekit.options import Option, OptionSet, list_option
-from servekit.settings import SettingsError
+from servekit.logging import configure_logging
+from servekit.options import Option, OptionSet, SettingsError, list_option
 from sim.engine_model import DEFAULT_PROFILE, PROFILES, get_profile
 from simengine.server import EngineOptions, EngineServer, split_listen
 
@@ -51,8 +57,6 @@ STREAM_INTERVAL = Option(
     "stream_interval", 0.0, non_negative_float,
     "wall seconds between streamed chunks of a request (0: one per decode step)",
 )  # fmt: skip
-LOG_FORMAT = Option("log_format", "json", str, "log line format", choices=("json", "console"))
-LOG_LEVEL = Option("log_level", "info", str, "lowest level logged", choices=tuple(LEVELS))
 OPTIONS = OptionSet(
     LISTEN, PROFILE, SPEEDUP, KV_BLOCKS, MODEL, STREAM_INTERVAL, LOG_FORMAT, LOG_LEVEL
 )
@@ -63,8 +67,6 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m simengine",
         description="Simulated LLM engines: OpenAI-compatible HTTP, vLLM v1 metrics.",
         epilog=__doc__.split("\n\n", 1)[1] if __doc__ else None,
-        # The declarations put each default in the help text themselves.
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_version_flag(parser)
     return parser

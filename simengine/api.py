@@ -81,6 +81,8 @@ class EngineApi:
         app.router.add_get("/health", self.health)
         app.router.add_get("/metrics", self.metrics_page)
         app.router.add_post("/reset_prefix_cache", self.reset_prefix_cache)
+        app.router.add_get("/admin/slowdown", self.slowdown)
+        app.router.add_post("/admin/slowdown", self.slowdown)
         return app
 
     # -- simple routes --------------------------------------------------------------------------
@@ -122,6 +124,18 @@ class EngineApi:
             ).body(),
             409,
         )
+
+    async def slowdown(self, request: web.Request) -> web.Response:
+        """GET: the step-time multiplier; POST ``{"factor": F}``: set it (fault injection)."""
+        if request.method == "POST":
+            try:
+                body = await request.json()
+                factor = float(body["factor"])
+                self.engine.set_slowdown(factor)
+            except (ValueError, TypeError, KeyError) as exc:
+                message = f'body must be {{"factor": F}} with 0 < F <= 1000: {exc}'
+                return _json(ApiError(400, message, param="factor").body(), 400)
+        return _json({"factor": self.engine.slowdown})
 
     # -- completions ----------------------------------------------------------------------------
 

@@ -8,6 +8,10 @@ next step starts where this one ended, so the engine does exactly the modelled w
 time; if the process falls more than ``max_lag_s`` (simulated) behind the wall clock (a starved
 CPU), the loop re-synchronises and that time is lost, as it would be on an overloaded host.
 
+``slowdown`` (default 1; set at run time, ``POST /admin/slowdown``) multiplies every step's
+modelled duration: the engine does the same work more slowly, as a throttled or degraded GPU
+would. It exists to inject a latency regression in tests of the live guard.
+
 Requests arrive in between steps (``submit``) and join the node's waiting queue; an idle engine
 wakes at once. Nothing here knows HTTP: :mod:`simengine.api` turns requests into
 :class:`EngineRequest` and waits on the :class:`Ticket` events.
@@ -29,6 +33,7 @@ from sim.types import SimRequest
 from simengine.stats import EngineStats
 
 DEFAULT_MAX_LAG_S = 1.0
+MAX_SLOWDOWN = 1000.0
 
 
 class RequestTooLargeError(ValueError):
@@ -102,6 +107,7 @@ class SimEngine:
             raise ValueError(f"speedup must be > 0, got {speedup}")
         self.profile = profile
         self.speedup = speedup
+        self.slowdown = 1.0
         self.max_lag_s = max_lag_s
         self.stats = EngineStats()
         self._clock = clock
@@ -200,6 +206,12 @@ class SimEngine:
         cache = self.node.cache
         return min(1.0, (cache.pinned + cache.reserved) / cache.capacity)
 
+    def set_slowdown(self, factor: float) -> None:
+        """Every later step takes ``factor`` × its modelled time (1: normal)."""
+        if not 0 < factor <= MAX_SLOWDOWN:
+            raise ValueError(f"slowdown must be within (0, {MAX_SLOWDOWN:g}], got {factor}")
+        self.slowdown = factor
+
     def idle(self) -> bool:
         node = self.node
         return not (node.waiting or node.prefilling or node.decoding)
@@ -239,7 +251,7 @@ class SimEngine:
                 start = next_start
             self.stats.lag_s = max(0.0, now - start) / self.speedup
             node = self.node
-            dt = node.start_step(start)
+            dt = node.start_step(start) * self.slowdown
             if dt <= 0.0:
                 next_start = None
                 await asyncio.sleep(0)

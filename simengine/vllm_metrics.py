@@ -130,6 +130,13 @@ class EngineCollector(Collector):
         )
         lag.add_metric(["0"], stats.lag_s)
         yield lag
+        slowdown = GaugeMetricFamily(
+            "cacheroute_sim_slowdown",
+            "Step-time multiplier injected with POST /admin/slowdown (1: normal).",
+            labels=["engine"],
+        )
+        slowdown.add_metric(["0"], engine.slowdown)
+        yield slowdown
         resyncs = CounterMetricFamily(
             "cacheroute_sim_resyncs",
             "Times the engine fell more than max_lag_s behind the wall clock and skipped ahead.",

@@ -69,6 +69,10 @@ class ClusterSpec:
     router_policy: str = "cacheroute"
     pool: str = "default"
     log_level: str = "info"
+    # Extra command-line options of the control plane and of each router (e.g. automatic mode's
+    # --auto-interval and --guard-*, the routers' trace sampling).
+    controlplane_args: tuple[str, ...] = ()
+    router_args: tuple[str, ...] = ()
 
     def node_ids(self) -> list[str]:
         return [f"sim-{i}" for i in range(self.engines)]
@@ -144,6 +148,7 @@ class LocalCluster:
                 "--load-publish-interval", str(spec.agent_interval_s),
                 "--node-timeout-intervals", str(spec.node_timeout_intervals),
                 "--shutdown-grace", "1",
+                *spec.controlplane_args,
                 *log,
             ),
             self.log_dir,
@@ -181,6 +186,7 @@ class LocalCluster:
                     "--metrics-listen", f"{HOST}:0",
                     "--http-listen", f"{HOST}:0",
                     "--grace", "1",
+                    *spec.router_args,
                     *log,
                 ),
                 self.log_dir,

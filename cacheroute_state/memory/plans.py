@@ -142,3 +142,21 @@ class MemoryPlanStore(PlanStore):
         if pool not in self._s.pools:
             self._s.pools.add(pool)
             self._s.publish(Hint("pools", "", pool.encode()))
+
+    async def get_auto_mode(self, pool: str) -> cluster_pb2.AutoMode | None:
+        self._s.check()
+        raw = self._s.strings.get(schema.pool_key(pool, "auto"))
+        return None if raw is None else cluster_pb2.AutoMode.FromString(raw)
+
+    async def put_auto_mode(self, record: cluster_pb2.AutoMode) -> None:
+        self._s.check()
+        self._s.strings[schema.pool_key(record.pool, "auto")] = record.SerializeToString()
+
+    async def get_guard(self, pool: str) -> cluster_pb2.GuardState | None:
+        self._s.check()
+        raw = self._s.strings.get(schema.pool_key(pool, "guard"))
+        return None if raw is None else cluster_pb2.GuardState.FromString(raw)
+
+    async def put_guard(self, state: cluster_pb2.GuardState) -> None:
+        self._s.check()
+        self._s.strings[schema.pool_key(state.pool, "guard")] = state.SerializeToString()

@@ -12,6 +12,11 @@ the health signal itself (a control-plane failover, agents reconnecting) must de
 not black it out. ``reported_healthy`` keeps what the snapshot said. Off (0) unless set: the
 live router sets :data:`DEFAULT_PANIC_THRESHOLD`.
 
+Ejection (passive health, :mod:`dataplane.core.outliers`): nodes this router saw failing
+(:meth:`LoadView.set_ejected`) are removed from the set the panic rule chose (the healthy
+undrained nodes, or all undrained ones in panic), unless that would leave none eligible: then
+ejection is ignored, so it can narrow a pool but never empty it.
+
 Completion-aware load: a decision the caller promises to release (:meth:`LoadView.hold_last`,
 used by the HTTP front and by ``Route`` with ``hold_until_release``) does not decay; it counts
 until :meth:`LoadView.release`. Between snapshots a node's load is then snapshot + dispatched −
@@ -147,6 +152,7 @@ class LoadView:
         self.panic_threshold = panic_threshold
         self.panic = False
         self.draining: list[bool] = [False] * size
+        self.ejected: frozenset[int] = frozenset()  # passive health: this router's own verdict
         # healthy and not draining; replaced (never mutated) on a change, so policies may cache
         # per-object derivations such as a bitmask
         self.eligible_nodes: tuple[int, ...] = tuple(range(size))
@@ -265,10 +271,24 @@ class LoadView:
         self.panic = bool(undrained) and len(eligible) < self.panic_threshold * len(undrained)
         if self.panic:
             eligible = tuple(undrained)
-            self.healthy = [True] * len(self.nodes)
+            healthy = [True] * len(self.nodes)
         else:
-            self.healthy = list(self.reported_healthy)
+            healthy = list(self.reported_healthy)
+        ejected = self.ejected
+        if ejected:
+            kept = tuple(i for i in eligible if i not in ejected)
+            if kept:  # ejection never empties the pool
+                eligible = kept
+                for i in ejected:
+                    healthy[i] = False
+        self.healthy = healthy
         self.eligible_nodes = eligible
+
+    def set_ejected(self, ejected: frozenset[int]) -> None:
+        """Exclude ``ejected`` (node indices) from routing, within the rule above."""
+        if ejected != self.ejected:
+            self.ejected = ejected
+            self.set_states()
 
     def forget_loads(self, nodes: Sequence[int] | None = None) -> None:
         """Treat the snapshot loads of ``nodes`` (all: None) as unknown: only this router's own

@@ -26,6 +26,7 @@ from cacheroute.v1 import cluster_pb2
 from dataplane.core.heavy_hitters import TrafficCounter
 from dataplane.core.load_view import DEFAULT_PANIC_THRESHOLD, LoadView, NodeSet, bind_with_memo
 from dataplane.core.names import DEFAULT_POOL, POOL_PATTERN
+from dataplane.core.outliers import OutlierConfig, OutlierDetector, apply_ejections
 from dataplane.core.policies import Policy, Reason, Request, make_policy
 from dataplane.core.route_input import RouteInput
 from dataplane.core.table import RoutingTable
@@ -87,6 +88,7 @@ class PoolState:
         "metrics",
         "name",
         "outcomes",
+        "outliers",
         "policy",
         "table",
         "table_applied_at",
@@ -97,8 +99,16 @@ class PoolState:
         "view",
     )
 
-    def __init__(self, name: str, policy: Policy, view: LoadView, traffic: TrafficCounter) -> None:
+    def __init__(
+        self,
+        name: str,
+        policy: Policy,
+        view: LoadView,
+        traffic: TrafficCounter,
+        outliers: OutlierDetector | None = None,
+    ) -> None:
         self.name = name
+        self.outliers = outliers if outliers is not None else OutlierDetector(OutlierConfig(0))
         self.policy = policy
         # Only policies that declare it read prefix blocks; for the others the router skips
         # hashing the prompt.
@@ -137,6 +147,7 @@ class Router:
         pool_metrics: Callable[[str], DecisionMetrics] | None = None,
         panic_threshold: float = DEFAULT_PANIC_THRESHOLD,
         load_max_age_s: float = 3.0,
+        outliers: OutlierConfig | None = None,
     ) -> None:
         make_policy(policy, seed=seed)  # fail at start on an unknown name
         self.policy_name = policy
@@ -144,6 +155,7 @@ class Router:
         self.correction_horizon_s = correction_horizon_s
         self.panic_threshold = panic_threshold
         self.load_max_age_s = load_max_age_s
+        self.outlier_config = outliers if outliers is not None else OutlierConfig(0)
         self.top_keys = top_keys
         self.sampler = sampler
         self.pools: dict[str, PoolState] = {}
@@ -163,7 +175,8 @@ class Router:
             # Seeded per pool so pools do not share one random sequence; stable across restarts.
             policy = make_policy(self.policy_name, seed=self.seed ^ zlib.crc32(name.encode()))
             view = self._new_view(NodeSet(()))
-            state = PoolState(name, policy, view, TrafficCounter(self.top_keys))
+            traffic = TrafficCounter(self.top_keys)
+            state = PoolState(name, policy, view, traffic, OutlierDetector(self.outlier_config))
             if self._pool_metrics is not None:
                 state.metrics = self._pool_metrics(name)
             self.pools[name] = state
@@ -178,17 +191,26 @@ class Router:
 
     # -- decisions ------------------------------------------------------------------------------
 
-    def route(self, inp: RouteInput, now: float) -> RouteOutcome:
-        """Route one validated request; ``now`` is wall-clock seconds (the snapshots' clock)."""
+    def route(self, inp: RouteInput, now: float, counted: bool = True) -> RouteOutcome:
+        """Route one validated request; ``now`` is wall-clock seconds (the snapshots' clock).
+
+        ``counted`` False: routed as usual but its key is not counted for planning (the
+        caller is unauthenticated or over its planning rate limit).
+        """
         state = self.pools.get(inp.pool)
         if state is None:
             raise UnknownPoolError(f"pool {inp.pool!r} is not known to this router")
         if not state.view.eligible_nodes:
             raise NoDestinationError(self._unavailable(state))
-        return self._decide(state, inp, now)
+        return self._decide(state, inp, now, counted)
 
-    def route_batch(self, inputs: Sequence[RouteInput], now: float) -> list[RouteOutcome]:
-        """Route a validated batch: every pool is checked first, so a failing batch routes none."""
+    def route_batch(
+        self, inputs: Sequence[RouteInput], now: float, counted: int | None = None
+    ) -> list[RouteOutcome]:
+        """Route a validated batch: every pool is checked first, so a failing batch routes none.
+
+        ``counted``: only the first ``counted`` requests count for planning (None: all).
+        """
         pools = self.pools
         for index, inp in enumerate(inputs):
             state = pools.get(inp.pool)
@@ -197,14 +219,16 @@ class Router:
             if not state.view.eligible_nodes:
                 raise NoDestinationError(f"requests[{index}]: {self._unavailable(state)}")
         decide = self._decide
-        return [decide(pools[inp.pool], inp, now) for inp in inputs]
+        if counted is None:
+            return [decide(pools[inp.pool], inp, now, True) for inp in inputs]
+        return [decide(pools[inp.pool], inp, now, i < counted) for i, inp in enumerate(inputs)]
 
     def _unavailable(self, state: PoolState) -> str:
         if self.not_synced:
             return f"{state.unavailable()}: {self.not_synced}"
         return state.unavailable()
 
-    def _decide(self, state: PoolState, inp: RouteInput, now: float) -> RouteOutcome:
+    def _decide(self, state: PoolState, inp: RouteInput, now: float, counted: bool) -> RouteOutcome:
         started = time.perf_counter()
         view = state.view
         request = _new(Request, (inp.key_hash, inp.blocks() if state.uses_blocks else ()))
@@ -212,7 +236,8 @@ class Router:
         outcome = state.outcomes.get(decision)
         if outcome is None:
             outcome = state.outcomes[decision] = self._outcome(state, *decision)
-        state.traffic.add(inp.key_hash, inp.key)
+        if counted:
+            state.traffic.add(inp.key_hash, inp.key)
         sampler = self.sampler
         if sampler is not None and sampler.hit():
             sampler.add(inp, outcome, now)
@@ -299,6 +324,8 @@ class Router:
             view.forget_loads(old)
         if view is not state.view:
             state.outcomes = {}
+            state.outliers.keep_only(set(ids))
+            apply_ejections(state.outliers, view)
         state.view = view
         state.load_order = order
         state.load_applied_at = now

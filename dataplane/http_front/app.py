@@ -9,12 +9,14 @@ A completion: read the body (over ``max_body_bytes`` → 413), parse it and pick
 404, no eligible engine → 503), hold the decision's load until the response ends
 (:mod:`dataplane.holds`), send the body unchanged to the engine and relay its answer as it arrives
 (:mod:`~dataplane.http_front.proxy`). A connect error, a 5xx or the first-byte timeout is retried
-once on another node (:mod:`~dataplane.http_front.choose`); after the first byte reached the
-client nothing is retried: an engine failing mid-stream ends the stream with an error event (SSE)
-or a cut connection. A client that goes away cancels the handler (``handler_cancellation``), which
-closes the engine connection. Every response carries ``x-cacheroute-node``, ``-reason``,
-``-version`` and ``-generation`` (of the attempt that answered; errors before a decision carry
-none) and every error of the front's own is OpenAI-style JSON.
+once on another node (:mod:`~dataplane.http_front.choose`); every attempt's outcome goes to
+passive health (:mod:`dataplane.passive_health`), which ejects a node that keeps failing.
+After the first byte reached the client nothing is retried: an engine failing mid-stream ends
+the stream with an error event (SSE) or a cut connection. A client that goes away cancels the
+handler (``handler_cancellation``), which closes the engine connection. Every response carries
+``x-cacheroute-node``, ``-reason``, ``-version`` and ``-generation`` (of the attempt that
+answered; errors before a decision carry none) and every error of the front's own is
+OpenAI-style JSON.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from dataplane.http_front.metrics import FrontMetrics
 from dataplane.http_front.proxy import AttemptFailedError, Upstream, base_url, relay
 from dataplane.http_front.request_keys import POOL_HEADER, FrontRequest, KeyRules, front_request
 from dataplane.http_front.request_keys import parse_body as parse_json_body
+from dataplane.passive_health import PassiveHealth
 
 log = structlog.get_logger("dataplane.http_front")
 MODELS_TIMEOUT_S = 2.0
@@ -71,9 +74,15 @@ class HttpFront:
     """The aiohttp application and its site, on the router's event loop."""
 
     def __init__(
-        self, router: Router, holds: Holds, config: FrontConfig, registry: CollectorRegistry
+        self,
+        router: Router,
+        holds: Holds,
+        config: FrontConfig,
+        registry: CollectorRegistry,
+        health: PassiveHealth | None = None,
     ) -> None:
         self.router = router
+        self.passive = health if health is not None else PassiveHealth(router, registry)
         self.holds = holds
         self.config = config
         self.metrics = FrontMetrics(registry)
@@ -221,12 +230,15 @@ class HttpFront:
     ) -> web.StreamResponse:
         """Attempt, retry once on another node if that failed, relay; ``held`` gets the holds."""
         headers = decision_headers(outcome)
+        pool = parsed.route.pool
+        health = self.passive
         try:
             upstream = await self.upstream.attempt(
                 f"{base_url(outcome.address)}{path}", raw, request.headers
             )
         except AttemptFailedError as failed:
             self.metrics.upstream_failures.labels(failed.cause).inc()
+            health.failed(pool, outcome.node_id, failed.cause)
             retry = self._retry(parsed, held[0])
             if retry is None:
                 return await self._give_up(request, failed, headers)
@@ -254,8 +266,10 @@ class HttpFront:
                 )
             except AttemptFailedError as again:
                 self.metrics.upstream_failures.labels(again.cause).inc()
+                health.failed(pool, retry.node_id, again.cause)
                 return await self._give_up(request, again, headers)
-        return await self._relay(request, upstream, headers)
+        health.succeeded(pool, headers["x-cacheroute-node"])  # it answered: alive
+        return await self._relay(request, upstream, headers, pool)
 
     def _retry(self, parsed: FrontRequest, hold: Hold) -> Hold | None:
         """A hold on the retry's node (recorded as a decision in the pool's view), or None."""
@@ -276,7 +290,7 @@ class HttpFront:
     ) -> web.StreamResponse:
         if failed.response is not None:  # the engine's own 5xx answer, passed through
             try:
-                return await self._relay(request, failed.response, headers)
+                return await self._relay(request, failed.response, headers, None)
             finally:
                 failed.response.close()
         status = 504 if failed.cause == "timeout" else 502
@@ -288,13 +302,20 @@ class HttpFront:
         ).response(headers)
 
     async def _relay(
-        self, request: web.Request, upstream: aiohttp.ClientResponse, headers: dict[str, str]
+        self,
+        request: web.Request,
+        upstream: aiohttp.ClientResponse,
+        headers: dict[str, str],
+        pool: str | None,
     ) -> web.StreamResponse:
+        """Stream the answer; ``pool`` set: a break mid-way counts against the node's health."""
         try:
             response, broken = await relay(request, upstream, headers)
         finally:
             upstream.close()
         if broken is not None:
+            if pool is not None:
+                self.passive.failed(pool, headers["x-cacheroute-node"], "mid_stream")
             self.metrics.upstream_failures.labels("mid_stream").inc()
             log.warning(
                 "engine failed mid-response", node=headers["x-cacheroute-node"], error=repr(broken)

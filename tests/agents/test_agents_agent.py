@@ -119,3 +119,23 @@ async def test_the_agent_streams_reports_marks_a_dead_engine_stale_and_leaves(
     assert last.leaving and last.stale
     seqs = [r.seq for r in service.of("n1")]
     assert seqs == list(range(1, len(seqs) + 1))
+
+
+@pytest.mark.parametrize("name", ["sim", "vllm_v1", "sglang_colon"])
+async def test_reports_carry_the_engines_cumulative_ttft_histogram(
+    name: str, engine: EngineStub, session: aiohttp.ClientSession
+) -> None:
+    got = await two_scrape_report(name, engine, session)
+    assert got.HasField("ttft")
+    assert got.ttft.count >= 10 and got.ttft.sum > 0
+    assert len(got.ttft.upper_bounds) == len(got.ttft.counts) > 0
+    assert got.ttft.counts[-1] <= got.ttft.count
+
+
+async def test_a_llamacpp_report_has_no_ttft(
+    engine: EngineStub, session: aiohttp.ClientSession
+) -> None:
+    agent = make_agent(engine, session)
+    engine.serve("llamacpp")
+    got = agent.build_report(await agent.scraper.scrape())
+    assert got.healthy and not got.HasField("ttft")

@@ -14,14 +14,14 @@ import pytest
 from agents.__main__ import (
     ConfigError,
     agent_configs,
-    build_parser,
     client_tls,
     engine_endpoints,
     main,
+    parse_args,
 )
 from agents.agent import AgentConfig
 from cacheroute.v1 import agent_pb2
-from servekit.settings import parse_settings
+from servekit.options import SettingsError
 from tests.support.agents import ControlPlaneStub, EngineStub, controlplane, wait_until
 
 __all__ = ["controlplane"]
@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def configs(*argv: str, environ: dict[str, str] | None = None) -> list[AgentConfig]:
-    return agent_configs(parse_settings(build_parser(), list(argv), environ or {}))
+    return agent_configs(parse_args(list(argv), environ or {}))
 
 
 def test_help_lists_every_option(capsys: pytest.CaptureFixture[str]) -> None:
@@ -96,7 +96,7 @@ def test_engine_specs_come_from_the_environment_unless_given_on_the_command_line
 def test_engine_specs_come_from_a_config_file(tmp_path: Path) -> None:
     path = tmp_path / "agents.yaml"
     path.write_text("controlplane: cp:7000\nengine:\n  - a=http://h:1\n  - b=http://h:2\n")
-    args = parse_settings(build_parser(), ["--config", str(path)], {})
+    args = parse_args(["--config", str(path)], {})
     assert args.controlplane == "cp:7000"
     assert [c.node_id for c in agent_configs(args)] == ["a", "b"]
 
@@ -123,12 +123,11 @@ def test_bad_options_are_named(argv: list[str], message: str) -> None:
 
 
 def test_tls_flags_must_come_together(tmp_path: Path) -> None:
-    parser = build_parser()
     with pytest.raises(ConfigError, match="need --tls-ca"):
-        client_tls(parse_settings(parser, ["--tls-cert", "c.pem"], {}))
+        client_tls(parse_args(["--tls-cert", "c.pem"], {}))
     with pytest.raises(ConfigError, match="go together"):
-        client_tls(parse_settings(parser, ["--tls-ca", "ca.pem", "--tls-key", "k.pem"], {}))
-    tls = client_tls(parse_settings(parser, ["--tls-ca", "ca.pem"], {}))
+        client_tls(parse_args(["--tls-ca", "ca.pem", "--tls-key", "k.pem"], {}))
+    tls = client_tls(parse_args(["--tls-ca", "ca.pem"], {}))
     assert tls is not None and tls.ca_file == Path("ca.pem")
 
 
@@ -177,3 +176,19 @@ async def test_the_process_reports_two_engines_and_exits_0_on_sigterm_after_leav
     assert service.of("e0")[0].dialect == agent_pb2.METRIC_DIALECT_VLLM_V1
     assert service.of("e1")[0].dialect == agent_pb2.METRIC_DIALECT_SGLANG_UNDERSCORE
     assert "metrics_endpoint" in logs
+
+
+def test_bad_environment_and_file_values_name_their_source(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(SettingsError, match="CACHEROUTE_DIALECT: 'tgi' is not one of"):
+        parse_args([], {"CACHEROUTE_DIALECT": "tgi"})
+    path = tmp_path / "agents.yaml"
+    path.write_text("interval: soon\n")
+    with pytest.raises(SettingsError, match=r"agents\.yaml:interval: could not convert"):
+        parse_args(["--config", str(path)], {})
+    monkeypatch.setenv("CACHEROUTE_WEIGHT", "heavy")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--engine-url", "http://h:1"])
+    assert exit_info.value.code == 2
+    assert "CACHEROUTE_WEIGHT" in capsys.readouterr().err

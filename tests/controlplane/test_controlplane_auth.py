@@ -38,6 +38,8 @@ CONNECT = "/cacheroute.v1.AgentService/Connect"
         (Role.AGENT, NODE + "ListNodes", False),
         (Role.AGENT, PLAN + "Rollout", False),
         (Role.READ, "/grpc.health.v1.Health/Check", True),
+        (Role.READ, PLAN + "SetAutoMode", False),  # automatic mode needs write
+        (Role.WRITE, PLAN + "SetAutoMode", True),
     ],
 )
 def test_the_role_table(role: Role, method: str, ok: bool) -> None:

@@ -10,7 +10,9 @@ import pytest
 
 from cacheroute.v1 import admin_pb2
 from cacheroute_state import Stores
+from controlplane.__main__ import main
 from controlplane.config import ControlPlaneConfig, build_parser, parse_config
+from servekit.options import SettingsError
 from tests.support.controlplane import clients, eventually, fast_config, running
 
 
@@ -86,3 +88,53 @@ async def test_metrics_endpoint_exposes_the_control_plane_metrics(
     ):
         assert line in text
     assert 'cacheroute_controlplane_load_snapshots_published_total{pool="default"}' in text
+
+
+def test_bad_environment_and_file_values_name_their_source(tmp_path: Path) -> None:
+    with pytest.raises(SettingsError, match="CACHEROUTE_SLOTS_PER_NODE: must be an integer >= 0"):
+        parse_config([], environ={"CACHEROUTE_SLOTS_PER_NODE": "-1"})
+    config_file = tmp_path / "cp.yaml"
+    config_file.write_text("agent-networks: 10.0.0.0/33\n")
+    with pytest.raises(SettingsError, match=r"cp\.yaml:agent-networks: agent network"):
+        parse_config(["--config", str(config_file)], environ={})
+    config_file.write_text("agent-networks: 10.0.0.0/8, fd00::/8\nauth-file: clients.yaml\n")
+    config = parse_config(["--config", str(config_file)], environ={})
+    assert config.agent_networks == ("10.0.0.0/8", "fd00::/8")
+    assert config.auth_file == Path("clients.yaml")
+
+
+def test_main_exits_2_naming_a_bad_variable(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("CACHEROUTE_LOAD_PUBLISH_INTERVAL", "0")
+    assert main([]) == 2
+    assert "CACHEROUTE_LOAD_PUBLISH_INTERVAL: must be a positive number" in capsys.readouterr().err
+
+
+def test_lifecycle_options_come_from_flags_and_environment() -> None:
+    config = parse_config(
+        ["--auto-interval", "2", "--guard-action", "rollback", "--guard-all-rollouts",
+         "--shadow-seeds", "2", "--shadow-profile", "llama-3.1-8b-bf16-h100"],
+        {"CACHEROUTE_MAX_CHURN": "0.2", "CACHEROUTE_GUARD_WINDOW": "30"},
+    )  # fmt: skip
+    assert (config.auto_interval_s, config.guard_action, config.guard_all_rollouts) == (
+        2.0, "rollback", True,
+    )  # fmt: skip
+    assert (config.max_churn, config.guard_window_s, config.shadow_seeds) == (0.2, 30.0, 2)
+    assert parse_config([], {}) == ControlPlaneConfig()  # the defaults are the dataclass's
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--max-churn", "1.5"],
+        ["--max-churn", "0"],
+        ["--shadow-seeds", "1"],
+        ["--guard-action", "panic"],
+        ["--shadow-profile", "no-such-engine"],
+    ],
+)
+def test_bad_lifecycle_options_exit_with_usage(argv: list[str]) -> None:
+    with pytest.raises(SystemExit) as caught:
+        parse_config(argv, {})
+    assert caught.value.code == 2

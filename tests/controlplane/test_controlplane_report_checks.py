@@ -91,3 +91,38 @@ def test_a_refusal_quotes_only_a_few_dozen_bytes_of_the_value() -> None:
     with pytest.raises(InvalidReportError) as caught:
         check_report(msg, ReportRules(parse_networks(["10.0.0.0/8"])))
     assert len(str(caught.value)) < 200
+
+
+NAN = float("nan")
+
+
+@pytest.mark.parametrize(
+    ("bounds", "counts", "count"),
+    [
+        ([0.1, 0.5], [1.0], 1.0),  # a count missing
+        ([0.5, 0.1], [1.0, 2.0], 2.0),  # bounds not ascending
+        ([0.1, 0.1], [1.0, 2.0], 2.0),  # a repeated bound
+        ([0.1, float("inf")], [1.0, 2.0], 2.0),  # +Inf is `count`, not a bound
+        ([0.1, 0.5], [3.0, 2.0], 3.0),  # cumulative counts decreasing
+        ([0.1, 0.5], [1.0, 2.0], 1.0),  # total below the last bucket
+        ([0.1, 0.5], [1.0, NAN], 2.0),
+        ([0.1, 0.5], [-1.0, 2.0], 2.0),
+        ([float(i) for i in range(1, 100)], [0.0] * 99, 0.0),  # too many buckets
+    ],
+)
+def test_a_malformed_ttft_histogram_is_refused(
+    bounds: list[float], counts: list[float], count: float
+) -> None:
+    msg = report("n")
+    msg.ttft.CopyFrom(agent_pb2.LatencyHistogram(upper_bounds=bounds, counts=counts, count=count))
+    with pytest.raises(InvalidReportError) as caught:
+        check_report(msg, ReportRules())
+    assert caught.value.reason == "ttft" and "ttft histogram" in str(caught.value)
+
+
+def test_a_well_formed_ttft_histogram_passes() -> None:
+    msg = report("n")
+    msg.ttft.CopyFrom(
+        agent_pb2.LatencyHistogram(upper_bounds=[0.1, 0.5], counts=[1, 3], count=4, sum=1.2)
+    )
+    check_report(msg, ReportRules())

@@ -8,12 +8,14 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from controlplane.churn import compare
 from sim.drift import (
     GENERATORS,
     DriftError,
     DriftSettings,
     drift_weights,
     drifting_stream,
+    plan_sequence,
     run_drift,
 )
 from sim.engine_model import LLAMA_70B
@@ -82,6 +84,7 @@ def test_on_the_paper_workload_churn_aware_replanning_dips_less_than_fresh() -> 
         interval_s=60.0,
         plan_window_s=40.0,
         dip_window_s=20.0,
+        max_churn=None,  # the bound first (a cap may trade it away: the next test)
     )
     document = run_drift("paper", settings)
     summary = document["summary"]
@@ -90,6 +93,24 @@ def test_on_the_paper_workload_churn_aware_replanning_dips_less_than_fresh() -> 
     assert summary["checks"]["imbalance_within_5pct_of_fresh"]
     assert summary["checks"]["smaller_hit_dip_than_fresh"]
     assert summary["fresh"]["hit_dip"] > 0.03  # a fresh plan visibly rewarms its caches
+
+
+@pytest.mark.slow
+def test_with_the_default_cap_the_paper_drift_meets_both_bounds_in_every_transition() -> None:
+    """The issue's acceptance on the planned quantities of `cachectl sim drift --workload paper`
+    (its default settings; no simulation needed): at most 10% of the keys change set per
+    interval and the planned imbalance stays within 5% of a fresh LPT plan's."""
+    s = DriftSettings(profile=LLAMA_70B, q_cap=PAPER_Q_CAP, qps=100.0)
+    assert s.max_churn == 0.10
+    active = paper_active_set(s.top_k)
+    weights = drift_weights(
+        np.asarray(active.weights), s.sigma, s.steps, np.random.default_rng(s.seed)
+    )
+    arms = plan_sequence(drifting_stream(GENERATORS["paper"], active, weights, s), s)
+    for t in range(1, s.steps + 1):
+        aware, fresh = arms["churn_aware"][t], arms["fresh"][t]
+        assert compare(arms["churn_aware"][t - 1], aware).churn <= 0.10, t
+        assert aware.stats.planned_imbalance <= 1.05 * fresh.stats.planned_imbalance + 1e-9, t
 
 
 def test_bad_settings_are_errors_that_name_them() -> None:

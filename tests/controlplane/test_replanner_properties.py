@@ -132,3 +132,64 @@ def test_a_removed_destination_is_in_no_set_and_kept_keys_keep_their_sets(
     unchanged = sum(1 for h, s in new_sets.items() if old_sets.get(h) == s)
     if not result.used_fresh:
         assert result.kept_keys == unchanged
+
+
+def _forced_changes(previous: RoutingTable, fresh: RoutingTable) -> tuple[int, int]:
+    """(keys the admission forces to churn, keys in either plan): keys leaving or joining the
+    warm set, and common keys whose replica count changed or lost a destination of the pool."""
+    old, new = _sets(previous), _sets(fresh)
+    pool = set(fresh.node_ids)
+    forced = len(old.keys() ^ new.keys())
+    for key in old.keys() & new.keys():
+        if len(old[key]) != len(new[key]) or not old[key] <= pool:
+            forced += 1
+    return forced, len(old.keys() | new.keys())
+
+
+@EXAMPLES
+@given(drifts(), st.sampled_from([0.0, 0.05, 0.1, 0.3]))
+def test_with_a_churn_cap_the_replan_changes_at_most_the_cap_or_what_admission_forces(
+    case: tuple[PlanInput, PlanInput, float], max_churn: float
+) -> None:
+    before, after, tolerance = case
+    previous = build_plan(before)
+    result = replan(previous, after, tolerance=tolerance, max_churn=max_churn)
+    forced, either = _forced_changes(previous, build_plan(after))
+    if either == 0:
+        return
+    churned = either - round((1 - result.churn) * either)  # keys moved, joined or left
+    assert churned <= max(forced, math.floor(max_churn * either + 1e-9))
+    assert result.churn <= churn(previous, build_plan(after)) + 1e-12  # never worse than fresh
+    limit = result.fresh_imbalance * (1 + tolerance) * (1 + 1e-9)
+    assert result.bound_met == (result.table.stats.planned_imbalance <= limit)
+    assert result.used_fresh or result.churn == churn(previous, result.table)
+
+
+@EXAMPLES
+@given(drifts())
+def test_a_cap_the_replan_can_meet_changes_nothing_when_rates_stay(
+    case: tuple[PlanInput, PlanInput, float],
+) -> None:
+    before, _, tolerance = case
+    previous = build_plan(before)
+    result = replan(previous, before, tolerance=tolerance, max_churn=0.1)
+    assert result.churn == 0.0 and result.bound_met
+
+
+def test_a_binding_cap_holds_where_the_uncapped_repair_moves_more() -> None:
+    rng = np.random.default_rng(0)
+    keys = 40
+    before = PlanInput(
+        key_hashes=np.arange(1, keys + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15),
+        rates=rng.uniform(1.0, 2.0, keys),
+        node_ids=[f"node-{i}" for i in range(8)],
+        q_cap=1000.0,
+        slots_per_node=5,
+    )
+    after = replace(before, rates=before.rates * np.exp(0.5 * rng.standard_normal(keys)))
+    previous = build_plan(before)
+    free = replan(previous, after, tolerance=0.0)
+    capped = replan(previous, after, tolerance=0.0, max_churn=0.1)
+    assert not free.used_fresh and free.churn > 0.1  # the repair needs more than the cap
+    assert capped.churn <= 0.1 and not capped.used_fresh
+    assert capped.bound_met == (capped.imbalance <= capped.imbalance_bound * (1 + 1e-9))

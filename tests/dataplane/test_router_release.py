@@ -9,6 +9,7 @@ import pytest
 
 from cacheroute.v1 import routing_pb2
 from cacheroute_state import Stores
+from dataplane.core.outliers import OutlierConfig
 from tests.dataplane.test_router_service import (
     NODES,
     eventually,
@@ -98,3 +99,43 @@ async def test_held_batch_requests_are_each_released(redis_url: str, stores: Sto
                 assert answer.released
             assert server.holds.open_count == {}
             assert sum(server.router.pools["default"].view.loads) == 0.0
+
+
+async def test_release_outcomes_eject_a_failing_node_but_only_for_the_callers_own_holds(
+    redis_url: str, stores: Stores
+) -> None:
+    outliers = OutlierConfig(consecutive_failures=2, base_ejection_s=60.0, max_ejection_s=60.0)
+    async with running_router(redis_url, outliers=outliers) as server:
+        await stores.cluster.publish_load(load_snapshot(dict.fromkeys(NODES, 0.0), seq=1))
+
+        async def ready() -> bool:
+            return len(server.router.pools["default"].view.eligible_nodes) == len(NODES)
+
+        await eventually(ready)
+        failed = routing_pb2.RELEASE_OUTCOME_CONNECT_FAILED
+        async with router_stub(server) as stub:
+            # a release that ends no hold (unknown or already released) reports nothing
+            for _ in range(5):
+                await stub.Release(routing_pb2.ReleaseRequest(request_id="nope", outcome=failed))
+            assert server.router.pools["default"].outliers.ejected == frozenset()
+            victim = ""
+            for i in range(200):  # route held requests, failing those that land on one node
+                answer = await stub.Route(
+                    routing_pb2.RouteRequest(
+                        key=f"k{i}", request_id=f"r{i}", hold_until_release=True
+                    )
+                )
+                victim = victim or answer.node_id
+                ok = answer.node_id != victim
+                outcome = routing_pb2.RELEASE_OUTCOME_SUCCESS if ok else failed
+                reply = await stub.Release(
+                    routing_pb2.ReleaseRequest(request_id=f"r{i}", outcome=outcome)
+                )
+                assert reply.released
+                if server.router.pools["default"].outliers.ejected:
+                    break
+            assert server.router.pools["default"].outliers.ejected == {victim}
+            after = [
+                (await stub.Route(routing_pb2.RouteRequest(key=f"x{i}"))).node_id for i in range(50)
+            ]
+            assert victim not in after

@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from servekit.flags import positive_float, positive_int
-from servekit.options import Option, OptionSet, list_option
-from servekit.settings import SettingsError
+from servekit.flags import fraction, optional_path, positive_float, positive_int
+from servekit.options import Option, OptionSet, SettingsError, list_option, switch
 
 RATE = Option("rate", 1.5, positive_float, "requests per second")
 KV_BLOCKS: Option[int | None] = Option("kv_blocks", None, positive_int, "cache blocks")
@@ -25,7 +24,7 @@ def parse(argv: list[str], env: dict[str, str] | None = None) -> argparse.Namesp
 def test_one_declaration_yields_flag_env_name_and_help_with_default() -> None:
     text = OPTIONS.parser(prog="t").format_help()
     assert "--kv-blocks" in text and "CACHEROUTE_KV_BLOCKS" in text
-    assert "(default: 1.5; env: CACHEROUTE_RATE)" in " ".join(text.split())
+    assert "(default: 1.5) (env: CACHEROUTE_RATE)" in " ".join(text.split())
     assert (RATE.flag, RATE.env) == ("--rate", "CACHEROUTE_RATE")
 
 
@@ -67,3 +66,54 @@ def test_a_bad_flag_exits_with_status_2_naming_it(capsys: pytest.CaptureFixture[
             parse(argv)
         assert raised.value.code == 2
         assert argv[0] in capsys.readouterr().err
+
+
+QUIET = switch("quiet", "say less")
+CERT: Option[Path | None] = Option("cert", None, optional_path, "certificate")
+HOST: Option[str | None] = Option("host", None, str, "who", shown_default="hostname-pid")
+SWITCHES = OptionSet(QUIET, (CERT, HOST))
+
+
+def test_a_switch_is_a_bare_flag_or_a_boolean_in_the_environment_or_the_file(
+    tmp_path: Path,
+) -> None:
+    parser = SWITCHES.parser(prog="t")
+    assert QUIET.value(SWITCHES.parse(parser, [], {})) is False
+    assert QUIET.value(SWITCHES.parse(SWITCHES.parser(prog="t"), ["--quiet"], {})) is True
+    for text, expected in (("yes", True), ("ON", True), ("0", False), ("", False)):
+        args = SWITCHES.parse(SWITCHES.parser(prog="t"), [], {"CACHEROUTE_QUIET": text})
+        assert QUIET.value(args) is expected
+    config = tmp_path / "c.yaml"
+    config.write_text("quiet: true\n")
+    assert QUIET.value(SWITCHES.parse(SWITCHES.parser(prog="t"), ["--config", str(config)], {}))
+    with pytest.raises(SettingsError, match="CACHEROUTE_QUIET: expected a boolean"):
+        SWITCHES.parse(SWITCHES.parser(prog="t"), [], {"CACHEROUTE_QUIET": "maybe"})
+    config.write_text("quiet: 2\n")
+    with pytest.raises(SettingsError, match=r"c\.yaml:quiet: expected a boolean"):
+        SWITCHES.parse(SWITCHES.parser(prog="t"), ["--config", str(config)], {})
+
+
+def test_an_optional_path_is_none_unless_given_and_empty_text_means_none() -> None:
+    assert CERT.value(SWITCHES.parse(SWITCHES.parser(prog="t"), [], {})) is None
+    args = SWITCHES.parse(SWITCHES.parser(prog="t"), ["--cert", "c.pem"], {})
+    assert CERT.value(args) == Path("c.pem")
+    args = SWITCHES.parse(SWITCHES.parser(prog="t"), [], {"CACHEROUTE_CERT": ""})
+    assert CERT.value(args) is None
+
+
+def test_help_shows_a_computed_default_by_its_description() -> None:
+    text = " ".join(SWITCHES.parser(prog="t").format_help().split())
+    assert "who (default: hostname-pid) (env: CACHEROUTE_HOST)" in text
+    assert "certificate (default: none) (env: CACHEROUTE_CERT)" in text
+
+
+def test_an_option_declared_twice_is_refused() -> None:
+    with pytest.raises(ValueError, match="declared twice"):
+        OptionSet(RATE, MODE, RATE)
+
+
+def test_a_fraction_is_a_number_in_the_unit_interval() -> None:
+    assert (fraction("0"), fraction("0.5"), fraction("1")) == (0.0, 0.5, 1.0)
+    for text in ("-0.1", "1.5", "nan"):
+        with pytest.raises(argparse.ArgumentTypeError, match=r"must be in \[0, 1\]"):
+            fraction(text)

@@ -387,3 +387,32 @@ async def test_stream_interval_coalesces_tokens_into_fewer_chunks(
     assert len(text_of(chunks, chat=False).split()) == 40
     assert len(chunks) < 20  # 40 steps of ≈ 6.5 ms in ≈ 0.26 s, at most one chunk per 50 ms
     assert chunks[-1]["choices"][0]["finish_reason"] == "length"
+
+
+async def test_the_slowdown_knob_multiplies_step_time_and_is_exported(
+    server: EngineServer, client: aiohttp.ClientSession
+) -> None:
+    url = f"{server.url}/admin/slowdown"
+    async with client.get(url) as response:
+        assert await response.json() == {"factor": 1.0}
+    factor = 40.0
+    status, body = await post(client, url, {"factor": factor})
+    assert (status, body) == (200, {"factor": factor})
+    started = time.monotonic()
+    await post(client, f"{server.url}/v1/completions", {"prompt": PROMPT, "max_tokens": 1})
+    took = time.monotonic() - started
+    tokens = server.engine.stats.prompt_tokens
+    modelled_s = LLAMA_8B.prefill_chunk_ms(tokens, tokens) / 1000 / SPEEDUP
+    assert took >= factor * modelled_s * 0.99  # a lower bound: a busy host only adds to it
+    async with client.get(f"{server.url}/metrics") as response:
+        page = parse(await response.text())
+    assert page.values("cacheroute_sim_slowdown") == [factor]
+
+
+@pytest.mark.parametrize("body", [{"factor": 0}, {"factor": "x"}, {}, [1], {"factor": 1e9}])
+async def test_a_bad_slowdown_is_refused_naming_the_field(
+    server: EngineServer, client: aiohttp.ClientSession, body: object
+) -> None:
+    status, error = await post(client, f"{server.url}/admin/slowdown", body)
+    assert status == 400 and error["error"]["param"] == "factor"
+    assert server.engine.slowdown == 1.0

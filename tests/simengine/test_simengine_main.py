@@ -11,8 +11,8 @@ import urllib.request
 
 import pytest
 
-from servekit.settings import SettingsError, parse_settings
-from simengine.__main__ import build_parser, listen_addresses
+from servekit.options import SettingsError
+from simengine.__main__ import OPTIONS, build_parser, listen_addresses
 
 
 def test_help_documents_every_option_and_its_environment_variable() -> None:
@@ -33,12 +33,12 @@ def test_help_documents_every_option_and_its_environment_variable() -> None:
 def test_listen_comes_from_flags_or_a_separated_environment_value() -> None:
     parser = build_parser()
     env = {"CACHEROUTE_LISTEN": "127.0.0.1:1 127.0.0.1:2;127.0.0.1:3"}
-    assert listen_addresses(parse_settings(parser, [], env).listen) == [
+    assert listen_addresses(OPTIONS.parse(parser, [], env).listen) == [
         "127.0.0.1:1",
         "127.0.0.1:2",
         "127.0.0.1:3",
     ]
-    args = parse_settings(build_parser(), ["--listen", "127.0.0.1:9"], env)
+    args = OPTIONS.parse(build_parser(), ["--listen", "127.0.0.1:9"], env)
     assert listen_addresses(args.listen) == ["127.0.0.1:9"]  # flags replace the environment
 
 

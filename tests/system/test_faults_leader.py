@@ -63,6 +63,12 @@ async def test_killing_the_leader_with_agents_pinned_to_it_fails_no_route_call(
         killed_at = time.time()
         await cp2.logged("became leader", "instance", timeout=10)
 
+        async def graced() -> bool:  # listed as routers treat them, with the reason
+            statuses = await list_nodes(address2)
+            return all(not s.down and s.reason.startswith("leader grace") for s in statuses)
+
+        await until(graced, 4, "ListNodes shows the nodes kept up by the leader's grace")
+
         async def all_down() -> bool:
             return all(s.down for s in await list_nodes(address2))
 

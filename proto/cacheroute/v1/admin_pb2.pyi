@@ -602,9 +602,15 @@ class NodeStatus(_message.Message):
     LOAD_FIELD_NUMBER: _builtins.int
     DOWN_FIELD_NUMBER: _builtins.int
     LAST_REPORT_AGE_MS_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
     down: _builtins.bool
     """Down: reports stopped (for three report intervals) or the agent left."""
     last_report_age_ms: _builtins.int
+    reason: _builtins.str
+    """Set when the node is shown as routers treat it rather than as its reports alone say, and
+    why: "leader grace: ..." while a new leader keeps a silent node up (its agent may still be
+    reconnecting); `down` and `load.healthy` then follow the leader's published snapshot.
+    """
     @_builtins.property
     def record(self) -> _cluster_pb2.NodeRecord: ...
     @_builtins.property
@@ -616,10 +622,11 @@ class NodeStatus(_message.Message):
         load: _cluster_pb2.NodeLoad | None = ...,
         down: _builtins.bool = ...,
         last_report_age_ms: _builtins.int = ...,
+        reason: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["load", b"load", "record", b"record"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["down", b"down", "last_report_age_ms", b"last_report_age_ms", "load", b"load", "record", b"record"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["down", b"down", "last_report_age_ms", b"last_report_age_ms", "load", b"load", "reason", b"reason", "record", b"record"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -636,7 +643,13 @@ class PoolStatus(_message.Message):
     ACTIVE_DESTINATIONS_FIELD_NUMBER: _builtins.int
     ACTIVE_VERDICT_FIELD_NUMBER: _builtins.int
     LAST_VERDICTS_FIELD_NUMBER: _builtins.int
+    AUTO_MODE_FIELD_NUMBER: _builtins.int
+    GUARD_FIELD_NUMBER: _builtins.int
+    P99_TTFT_S_FIELD_NUMBER: _builtins.int
+    TTFT_SAMPLES_FIELD_NUMBER: _builtins.int
     pool: _builtins.str
+    p99_ttft_s: _builtins.float
+    ttft_samples: _builtins.float
     @_builtins.property
     def active(self) -> _cluster_pb2.ActivePointer: ...
     @_builtins.property
@@ -655,6 +668,14 @@ class PoolStatus(_message.Message):
 
     @_builtins.property
     def last_verdicts(self) -> _containers.RepeatedCompositeFieldContainer[Global___VersionVerdict]: ...
+    @_builtins.property
+    def auto_mode(self) -> _cluster_pb2.AutoMode:
+        """Automatic mode (unset: never set, i.e. off), the live guard's state, and the pool's p99 TTFT
+        over the guard's window as the agents report it (absent: too few samples).
+        """
+
+    @_builtins.property
+    def guard(self) -> _cluster_pb2.GuardState: ...
     def __init__(
         self,
         *,
@@ -665,14 +686,48 @@ class PoolStatus(_message.Message):
         active_destinations: Global___DestinationCheck | None = ...,
         active_verdict: _table_pb2.ShadowVerdict | None = ...,
         last_verdicts: _abc.Iterable[Global___VersionVerdict] | None = ...,
+        auto_mode: _cluster_pb2.AutoMode | None = ...,
+        guard: _cluster_pb2.GuardState | None = ...,
+        p99_ttft_s: _builtins.float | None = ...,
+        ttft_samples: _builtins.float = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["active", b"active", "active_destinations", b"active_destinations", "active_verdict", b"active_verdict"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_p99_ttft_s", b"_p99_ttft_s", "active", b"active", "active_destinations", b"active_destinations", "active_verdict", b"active_verdict", "auto_mode", b"auto_mode", "guard", b"guard", "p99_ttft_s", b"p99_ttft_s"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["active", b"active", "active_destinations", b"active_destinations", "active_verdict", b"active_verdict", "last_verdicts", b"last_verdicts", "nodes", b"nodes", "pool", b"pool", "routers", b"routers"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_p99_ttft_s", b"_p99_ttft_s", "active", b"active", "active_destinations", b"active_destinations", "active_verdict", b"active_verdict", "auto_mode", b"auto_mode", "guard", b"guard", "last_verdicts", b"last_verdicts", "nodes", b"nodes", "p99_ttft_s", b"p99_ttft_s", "pool", b"pool", "routers", b"routers", "ttft_samples", b"ttft_samples"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__p99_ttft_s: _TypeAlias = _typing.Literal["p99_ttft_s"]  # noqa: Y015
+    _WhichOneofArgType__p99_ttft_s: _TypeAlias = _typing.Literal["_p99_ttft_s", b"_p99_ttft_s"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__p99_ttft_s) -> _WhichOneofReturnType__p99_ttft_s | None: ...
+
+Global___PoolStatus: _TypeAlias = PoolStatus  # noqa: Y015
+
+@_typing.final
+class SetAutoModeRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    POOL_FIELD_NUMBER: _builtins.int
+    ENABLED_FIELD_NUMBER: _builtins.int
+    ACTOR_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    pool: _builtins.str
+    enabled: _builtins.bool
+    actor: _builtins.str
+    reason: _builtins.str
+    def __init__(
+        self,
+        *,
+        pool: _builtins.str = ...,
+        enabled: _builtins.bool = ...,
+        actor: _builtins.str = ...,
+        reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "enabled", b"enabled", "pool", b"pool", "reason", b"reason"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___PoolStatus: _TypeAlias = PoolStatus  # noqa: Y015
+Global___SetAutoModeRequest: _TypeAlias = SetAutoModeRequest  # noqa: Y015
 
 @_typing.final
 class VersionVerdict(_message.Message):

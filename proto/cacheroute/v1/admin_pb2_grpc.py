@@ -86,6 +86,11 @@ class PlanServiceStub:
                 request_serializer=cacheroute_dot_v1_dot_admin__pb2.GetStatusRequest.SerializeToString,
                 response_deserializer=cacheroute_dot_v1_dot_admin__pb2.ClusterStatus.FromString,
                 _registered_method=True)
+        self.SetAutoMode = channel.unary_unary(
+                '/cacheroute.v1.PlanService/SetAutoMode',
+                request_serializer=cacheroute_dot_v1_dot_admin__pb2.SetAutoModeRequest.SerializeToString,
+                response_deserializer=cacheroute_dot_v1_dot_cluster__pb2.AutoMode.FromString,
+                _registered_method=True)
 
 
 class PlanServiceServicer:
@@ -160,6 +165,13 @@ class PlanServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetAutoMode(self, request, context):
+        """Turn a pool's automatic mode on or off (audited with the actor; write role).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_PlanServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -212,6 +224,11 @@ def add_PlanServiceServicer_to_server(servicer, server):
                     servicer.GetStatus,
                     request_deserializer=cacheroute_dot_v1_dot_admin__pb2.GetStatusRequest.FromString,
                     response_serializer=cacheroute_dot_v1_dot_admin__pb2.ClusterStatus.SerializeToString,
+            ),
+            'SetAutoMode': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetAutoMode,
+                    request_deserializer=cacheroute_dot_v1_dot_admin__pb2.SetAutoModeRequest.FromString,
+                    response_serializer=cacheroute_dot_v1_dot_cluster__pb2.AutoMode.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -484,6 +501,33 @@ class PlanService:
             '/cacheroute.v1.PlanService/GetStatus',
             cacheroute_dot_v1_dot_admin__pb2.GetStatusRequest.SerializeToString,
             cacheroute_dot_v1_dot_admin__pb2.ClusterStatus.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetAutoMode(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cacheroute.v1.PlanService/SetAutoMode',
+            cacheroute_dot_v1_dot_admin__pb2.SetAutoModeRequest.SerializeToString,
+            cacheroute_dot_v1_dot_cluster__pb2.AutoMode.FromString,
             options,
             channel_credentials,
             insecure,

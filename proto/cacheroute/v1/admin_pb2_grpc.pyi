@@ -57,6 +57,8 @@ class PlanServiceStub:
     by Flat-LB with reason no_table. Rollback afterwards re-activates the last plan.
     """
     GetStatus: _grpc.UnaryUnaryMultiCallable[_admin_pb2.GetStatusRequest, _admin_pb2.ClusterStatus]
+    SetAutoMode: _grpc.UnaryUnaryMultiCallable[_admin_pb2.SetAutoModeRequest, _cluster_pb2.AutoMode]
+    """Turn a pool's automatic mode on or off (audited with the actor; write role)."""
 
 @_typing.type_check_only
 class PlanServiceAsyncStub(PlanServiceStub):
@@ -83,6 +85,8 @@ class PlanServiceAsyncStub(PlanServiceStub):
     by Flat-LB with reason no_table. Rollback afterwards re-activates the last plan.
     """
     GetStatus: _aio.UnaryUnaryMultiCallable[_admin_pb2.GetStatusRequest, _admin_pb2.ClusterStatus]  # type: ignore[assignment]
+    SetAutoMode: _aio.UnaryUnaryMultiCallable[_admin_pb2.SetAutoModeRequest, _cluster_pb2.AutoMode]  # type: ignore[assignment]
+    """Turn a pool's automatic mode on or off (audited with the actor; write role)."""
 
 class PlanServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -166,6 +170,14 @@ class PlanServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _admin_pb2.GetStatusRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_admin_pb2.ClusterStatus, _abc.Awaitable[_admin_pb2.ClusterStatus]]: ...
+
+    @_abc_1.abstractmethod
+    def SetAutoMode(
+        self,
+        request: _admin_pb2.SetAutoModeRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_cluster_pb2.AutoMode, _abc.Awaitable[_cluster_pb2.AutoMode]]:
+        """Turn a pool's automatic mode on or off (audited with the actor; write role)."""
 
 def add_PlanServiceServicer_to_server(servicer: PlanServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
 

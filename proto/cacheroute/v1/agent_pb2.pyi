@@ -5,8 +5,10 @@ Node agents -> control plane: one agent per inference server streams what it scr
 engine's Prometheus endpoint.
 """
 
+from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
+from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 import builtins as _builtins
 import sys
@@ -105,6 +107,7 @@ class NodeReport(_message.Message):
     WEIGHT_FIELD_NUMBER: _builtins.int
     LEAVING_FIELD_NUMBER: _builtins.int
     REPORT_INTERVAL_MS_FIELD_NUMBER: _builtins.int
+    TTFT_FIELD_NUMBER: _builtins.int
     node_id: _builtins.str
     """Identity. node_id: ^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$; address: host:port of the engine's
     serving endpoint (what routers hand to callers).
@@ -147,6 +150,13 @@ class NodeReport(_message.Message):
     """The agent is shutting down: mark the node down now instead of waiting for the timeout."""
     report_interval_ms: _builtins.int
     """The agent's scrape/report interval."""
+    @_builtins.property
+    def ttft(self) -> Global___LatencyHistogram:
+        """The engine's time-to-first-token histogram as scraped (cumulative since the engine started;
+        the control plane takes deltas between reports). Absent: unknown (llama.cpp exports none,
+        or an older agent).
+        """
+
     def __init__(
         self,
         *,
@@ -173,16 +183,57 @@ class NodeReport(_message.Message):
         weight: _builtins.float = ...,
         leaving: _builtins.bool = ...,
         report_interval_ms: _builtins.int = ...,
+        ttft: Global___LatencyHistogram | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_prefix_hit_rate", b"_prefix_hit_rate", "prefix_hit_rate", b"prefix_hit_rate"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_prefix_hit_rate", b"_prefix_hit_rate", "prefix_hit_rate", b"prefix_hit_rate", "ttft", b"ttft"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_prefix_hit_rate", b"_prefix_hit_rate", "address", b"address", "block_size", b"block_size", "dialect", b"dialect", "engine_kind", b"engine_kind", "error", b"error", "generation_tokens_per_s", b"generation_tokens_per_s", "healthy", b"healthy", "kv_capacity_tokens", b"kv_capacity_tokens", "kv_usage", b"kv_usage", "leaving", b"leaving", "model", b"model", "node_id", b"node_id", "pool", b"pool", "prefix_hit_rate", b"prefix_hit_rate", "prompt_tokens_per_s", b"prompt_tokens_per_s", "report_interval_ms", b"report_interval_ms", "running", b"running", "scraped_at_unix_ms", b"scraped_at_unix_ms", "sent_at_unix_ms", b"sent_at_unix_ms", "seq", b"seq", "stale", b"stale", "waiting", b"waiting", "weight", b"weight"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_prefix_hit_rate", b"_prefix_hit_rate", "address", b"address", "block_size", b"block_size", "dialect", b"dialect", "engine_kind", b"engine_kind", "error", b"error", "generation_tokens_per_s", b"generation_tokens_per_s", "healthy", b"healthy", "kv_capacity_tokens", b"kv_capacity_tokens", "kv_usage", b"kv_usage", "leaving", b"leaving", "model", b"model", "node_id", b"node_id", "pool", b"pool", "prefix_hit_rate", b"prefix_hit_rate", "prompt_tokens_per_s", b"prompt_tokens_per_s", "report_interval_ms", b"report_interval_ms", "running", b"running", "scraped_at_unix_ms", b"scraped_at_unix_ms", "sent_at_unix_ms", b"sent_at_unix_ms", "seq", b"seq", "stale", b"stale", "ttft", b"ttft", "waiting", b"waiting", "weight", b"weight"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__prefix_hit_rate: _TypeAlias = _typing.Literal["prefix_hit_rate"]  # noqa: Y015
     _WhichOneofArgType__prefix_hit_rate: _TypeAlias = _typing.Literal["_prefix_hit_rate", b"_prefix_hit_rate"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType__prefix_hit_rate) -> _WhichOneofReturnType__prefix_hit_rate | None: ...
 
 Global___NodeReport: _TypeAlias = NodeReport  # noqa: Y015
+
+@_typing.final
+class LatencyHistogram(_message.Message):
+    """A Prometheus histogram, cumulative: counts[i] requests took <= upper_bounds[i] seconds, summed
+    over the engine's replicas; the +Inf bucket is `count`.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    UPPER_BOUNDS_FIELD_NUMBER: _builtins.int
+    COUNTS_FIELD_NUMBER: _builtins.int
+    COUNT_FIELD_NUMBER: _builtins.int
+    SUM_FIELD_NUMBER: _builtins.int
+    count: _builtins.float
+    """every observation (the +Inf bucket)"""
+    sum: _builtins.float
+    """sum of the observations, seconds"""
+    @_builtins.property
+    def upper_bounds(self) -> _containers.RepeatedScalarFieldContainer[_builtins.float]:
+        """finite bucket bounds (le), ascending"""
+
+    @_builtins.property
+    def counts(self) -> _containers.RepeatedScalarFieldContainer[_builtins.float]:
+        """cumulative count per bound (same length)"""
+
+    def __init__(
+        self,
+        *,
+        upper_bounds: _abc.Iterable[_builtins.float] | None = ...,
+        counts: _abc.Iterable[_builtins.float] | None = ...,
+        count: _builtins.float = ...,
+        sum: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["count", b"count", "counts", b"counts", "sum", b"sum", "upper_bounds", b"upper_bounds"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LatencyHistogram: _TypeAlias = LatencyHistogram  # noqa: Y015
 
 @_typing.final
 class AgentDirective(_message.Message):

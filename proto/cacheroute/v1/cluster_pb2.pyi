@@ -11,6 +11,7 @@ from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -413,3 +414,139 @@ class AuditEvent(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___AuditEvent: _TypeAlias = AuditEvent  # noqa: Y015
+
+@_typing.final
+class AutoMode(_message.Message):
+    """Automatic mode of one pool (cr:{pool}:auto): when enabled, the leader builds a plan every
+    interval, shadow-replays it and rolls out only passing plans (controlplane/auto_mode.py).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    POOL_FIELD_NUMBER: _builtins.int
+    ENABLED_FIELD_NUMBER: _builtins.int
+    ACTOR_FIELD_NUMBER: _builtins.int
+    UPDATED_AT_UNIX_MS_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    LAST_DECISION_FIELD_NUMBER: _builtins.int
+    LAST_DECISION_AT_UNIX_MS_FIELD_NUMBER: _builtins.int
+    pool: _builtins.str
+    enabled: _builtins.bool
+    actor: _builtins.str
+    """who set it (the authenticated caller when auth is on)"""
+    updated_at_unix_ms: _builtins.int
+    reason: _builtins.str
+    last_decision: _builtins.str
+    """The automatic loop's last decision ("rolled out p..", "shadow failed: ..", "no change")."""
+    last_decision_at_unix_ms: _builtins.int
+    def __init__(
+        self,
+        *,
+        pool: _builtins.str = ...,
+        enabled: _builtins.bool = ...,
+        actor: _builtins.str = ...,
+        updated_at_unix_ms: _builtins.int = ...,
+        reason: _builtins.str = ...,
+        last_decision: _builtins.str = ...,
+        last_decision_at_unix_ms: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "enabled", b"enabled", "last_decision", b"last_decision", "last_decision_at_unix_ms", b"last_decision_at_unix_ms", "pool", b"pool", "reason", b"reason", "updated_at_unix_ms", b"updated_at_unix_ms"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AutoMode: _TypeAlias = AutoMode  # noqa: Y015
+
+@_typing.final
+class GuardState(_message.Message):
+    """The live guard of one pool (cr:{pool}:guard): the rollout it watches and what it decided
+    (controlplane/live_guard.py).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    class _Phase:
+        ValueType = _typing.NewType("ValueType", _builtins.int)
+        V: _TypeAlias = ValueType  # noqa: Y015
+
+    class _PhaseEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[GuardState._Phase.ValueType], _builtins.type):
+        DESCRIPTOR: _descriptor.EnumDescriptor
+        PHASE_IDLE: GuardState._Phase.ValueType  # 0
+        """nothing watched"""
+        PHASE_WATCHING: GuardState._Phase.ValueType  # 1
+        """waiting for the after-window to fill"""
+        PHASE_PASSED: GuardState._Phase.ValueType  # 2
+        """the after-window did not regress"""
+        PHASE_FIRED: GuardState._Phase.ValueType  # 3
+        """regressed: the plan was disabled or rolled back"""
+        PHASE_INCONCLUSIVE: GuardState._Phase.ValueType  # 4
+        """too few samples in a window to judge"""
+
+    class Phase(_Phase, metaclass=_PhaseEnumTypeWrapper): ...
+    PHASE_IDLE: GuardState.Phase.ValueType  # 0
+    """nothing watched"""
+    PHASE_WATCHING: GuardState.Phase.ValueType  # 1
+    """waiting for the after-window to fill"""
+    PHASE_PASSED: GuardState.Phase.ValueType  # 2
+    """the after-window did not regress"""
+    PHASE_FIRED: GuardState.Phase.ValueType  # 3
+    """regressed: the plan was disabled or rolled back"""
+    PHASE_INCONCLUSIVE: GuardState.Phase.ValueType  # 4
+    """too few samples in a window to judge"""
+
+    POOL_FIELD_NUMBER: _builtins.int
+    PHASE_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    GENERATION_FIELD_NUMBER: _builtins.int
+    ROLLED_OUT_AT_UNIX_MS_FIELD_NUMBER: _builtins.int
+    BEFORE_P99_S_FIELD_NUMBER: _builtins.int
+    AFTER_P99_S_FIELD_NUMBER: _builtins.int
+    BEFORE_SAMPLES_FIELD_NUMBER: _builtins.int
+    AFTER_SAMPLES_FIELD_NUMBER: _builtins.int
+    ACTION_FIELD_NUMBER: _builtins.int
+    DETAIL_FIELD_NUMBER: _builtins.int
+    DECIDED_AT_UNIX_MS_FIELD_NUMBER: _builtins.int
+    FROM_VERSION_FIELD_NUMBER: _builtins.int
+    pool: _builtins.str
+    phase: Global___GuardState.Phase.ValueType
+    version: _builtins.str
+    """the rollout watched"""
+    generation: _builtins.int
+    rolled_out_at_unix_ms: _builtins.int
+    before_p99_s: _builtins.float
+    """pool p99 TTFT over the window before the rollout"""
+    after_p99_s: _builtins.float
+    """and after it"""
+    before_samples: _builtins.float
+    after_samples: _builtins.float
+    action: _builtins.str
+    """"disable" or "rollback" when fired"""
+    detail: _builtins.str
+    decided_at_unix_ms: _builtins.int
+    from_version: _builtins.str
+    """what was active before the watched rollout"""
+    def __init__(
+        self,
+        *,
+        pool: _builtins.str = ...,
+        phase: Global___GuardState.Phase.ValueType = ...,
+        version: _builtins.str = ...,
+        generation: _builtins.int = ...,
+        rolled_out_at_unix_ms: _builtins.int = ...,
+        before_p99_s: _builtins.float = ...,
+        after_p99_s: _builtins.float = ...,
+        before_samples: _builtins.float = ...,
+        after_samples: _builtins.float = ...,
+        action: _builtins.str = ...,
+        detail: _builtins.str = ...,
+        decided_at_unix_ms: _builtins.int = ...,
+        from_version: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "after_p99_s", b"after_p99_s", "after_samples", b"after_samples", "before_p99_s", b"before_p99_s", "before_samples", b"before_samples", "decided_at_unix_ms", b"decided_at_unix_ms", "detail", b"detail", "from_version", b"from_version", "generation", b"generation", "phase", b"phase", "pool", b"pool", "rolled_out_at_unix_ms", b"rolled_out_at_unix_ms", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GuardState: _TypeAlias = GuardState  # noqa: Y015

@@ -100,6 +100,42 @@ ROUTE_REASON_BALANCE: RouteReason.ValueType  # 12
 """sglang, dualmap: the load is imbalanced past the thresholds; least-loaded node."""
 Global___RouteReason: _TypeAlias = RouteReason  # noqa: Y015
 
+class _ReleaseOutcome:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ReleaseOutcomeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ReleaseOutcome.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    RELEASE_OUTCOME_UNSPECIFIED: _ReleaseOutcome.ValueType  # 0
+    """Not reported."""
+    RELEASE_OUTCOME_SUCCESS: _ReleaseOutcome.ValueType  # 1
+    """The engine answered (any status below 500: it is alive)."""
+    RELEASE_OUTCOME_CONNECT_FAILED: _ReleaseOutcome.ValueType  # 2
+    """Failures: the connection was refused or reset before an answer,"""
+    RELEASE_OUTCOME_TIMEOUT: _ReleaseOutcome.ValueType  # 3
+    """no answer within the caller's timeout,"""
+    RELEASE_OUTCOME_SERVER_ERROR: _ReleaseOutcome.ValueType  # 4
+    """a 5xx status,"""
+    RELEASE_OUTCOME_BROKEN: _ReleaseOutcome.ValueType  # 5
+    """or the answer broke off mid-way."""
+
+class ReleaseOutcome(_ReleaseOutcome, metaclass=_ReleaseOutcomeEnumTypeWrapper):
+    """What a released request saw on its engine. Failures count towards ejecting the engine."""
+
+RELEASE_OUTCOME_UNSPECIFIED: ReleaseOutcome.ValueType  # 0
+"""Not reported."""
+RELEASE_OUTCOME_SUCCESS: ReleaseOutcome.ValueType  # 1
+"""The engine answered (any status below 500: it is alive)."""
+RELEASE_OUTCOME_CONNECT_FAILED: ReleaseOutcome.ValueType  # 2
+"""Failures: the connection was refused or reset before an answer,"""
+RELEASE_OUTCOME_TIMEOUT: ReleaseOutcome.ValueType  # 3
+"""no answer within the caller's timeout,"""
+RELEASE_OUTCOME_SERVER_ERROR: ReleaseOutcome.ValueType  # 4
+"""a 5xx status,"""
+RELEASE_OUTCOME_BROKEN: ReleaseOutcome.ValueType  # 5
+"""or the answer broke off mid-way."""
+Global___ReleaseOutcome: _TypeAlias = ReleaseOutcome  # noqa: Y015
+
 @_typing.final
 class RouteRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
@@ -222,16 +258,24 @@ class ReleaseRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     REQUEST_ID_FIELD_NUMBER: _builtins.int
+    OUTCOME_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
     """The request_id of a RouteRequest sent with hold_until_release."""
+    outcome: Global___ReleaseOutcome.ValueType
+    """Optional: how the request went on the engine it was routed to, for the router's passive
+    health (a destination with consecutive failures is ejected for a while; see
+    docs/operations.md). Counted only when the release ends an open hold, so a caller can
+    report only on requests it routed. Unset: nothing is reported (callers before this field).
+    """
     def __init__(
         self,
         *,
         request_id: _builtins.str = ...,
+        outcome: Global___ReleaseOutcome.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["request_id", b"request_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["outcome", b"outcome", "request_id", b"request_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -415,6 +415,8 @@ class ReplanInfo(_message.Message):
     IMBALANCE_BOUND_FIELD_NUMBER: _builtins.int
     REPAIR_MOVES_FIELD_NUMBER: _builtins.int
     USED_FRESH_FIELD_NUMBER: _builtins.int
+    MAX_CHURN_FIELD_NUMBER: _builtins.int
+    BOUND_MET_FIELD_NUMBER: _builtins.int
     from_version: _builtins.str
     """The version that was active when this plan was built."""
     replanner: _builtins.str
@@ -429,6 +431,11 @@ class ReplanInfo(_message.Message):
     repair_moves: _builtins.int
     """Replica moves the repair step made; true when the replanner fell back to the fresh plan."""
     used_fresh: _builtins.bool
+    max_churn: _builtins.float
+    """The churn cap the replan honoured (0: none) and whether it also met imbalance_bound (with a
+    cap, a replan that cannot meet both keeps the cap and reports the bound missed).
+    """
+    bound_met: _builtins.bool
     def __init__(
         self,
         *,
@@ -440,10 +447,12 @@ class ReplanInfo(_message.Message):
         imbalance_bound: _builtins.float = ...,
         repair_moves: _builtins.int = ...,
         used_fresh: _builtins.bool = ...,
+        max_churn: _builtins.float = ...,
+        bound_met: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["churn", b"churn", "fresh_churn", b"fresh_churn", "fresh_imbalance", b"fresh_imbalance", "from_version", b"from_version", "imbalance_bound", b"imbalance_bound", "repair_moves", b"repair_moves", "replanner", b"replanner", "used_fresh", b"used_fresh"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bound_met", b"bound_met", "churn", b"churn", "fresh_churn", b"fresh_churn", "fresh_imbalance", b"fresh_imbalance", "from_version", b"from_version", "imbalance_bound", b"imbalance_bound", "max_churn", b"max_churn", "repair_moves", b"repair_moves", "replanner", b"replanner", "used_fresh", b"used_fresh"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -1,0 +1,54 @@
+"""Passive health through the real front: an engine answering 5xx is ejected, then let back."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from cacheroute_state import Stores
+from dataplane.core.outliers import OutlierConfig
+from tests.dataplane.http_front.conftest import SimEngines, front_url, running_front
+from tests.dataplane.http_front.metrics_util import metric_sum
+from tests.dataplane.http_front.test_front_failures import BODY, _post, failing_engine
+
+pytestmark = [pytest.mark.redis, pytest.mark.grpc]
+OUTLIERS = OutlierConfig(consecutive_failures=3, base_ejection_s=0.5, max_ejection_s=2.0)
+
+
+async def test_an_engine_failing_every_attempt_is_ejected_and_returns_on_probation(
+    redis_url: str, stores: Stores, shared_engines: SimEngines
+) -> None:
+    async with failing_engine("500") as bad:
+        addresses = [bad, shared_engines.addresses[0], shared_engines.addresses[1]]
+        router = {"outliers": OUTLIERS}
+        async with running_front(redis_url, stores, addresses, router=router) as server:
+            view = server.router.pools["default"].view
+            view.loads[1] = view.loads[2] = 1000.0  # p2c prefers the bad engine whenever drawn
+            url = front_url(server)
+            retried = 0
+            for _ in range(40):
+                status, headers, data = await _post(url, BODY)
+                assert status == 200, data  # every failure was retried elsewhere
+                retried += headers.get("x-cacheroute-retried-from") == "node-0"
+                if metric_sum(server, "cacheroute_router_outlier_ejections_total"):
+                    break
+            assert retried == 3  # exactly the streak that ejected it
+            assert metric_sum(server, "cacheroute_router_outlier_ejected", pool="default") == 1
+            for _ in range(10):  # ejected: never tried while its time runs
+                _, headers, _ = await _post(url, BODY)
+                assert "x-cacheroute-retried-from" not in headers
+            deadline = time.monotonic() + 10
+            while not metric_sum(server, "cacheroute_router_outlier_returns_total", node="node-0"):
+                assert time.monotonic() < deadline, "node-0 never returned"
+                await asyncio.sleep(0.05)
+            # back on probation: the first failure ejects it again at once, for longer
+            for _ in range(40):
+                status, headers, _ = await _post(url, BODY)
+                assert status == 200
+                if headers.get("x-cacheroute-retried-from") == "node-0":
+                    break
+            assert metric_sum(server, "cacheroute_router_outlier_ejections_total") == 2
+            until = server.router.pools["default"].outliers.ejected_until("node-0")
+            assert until is not None and until - time.monotonic() > 0.5  # 2 × base this time
