@@ -152,18 +152,9 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def to_tuples(
-    ids: U64, req_block_start: I64, interned: dict[int, int] | None = None
-) -> list[tuple[int, ...]]:
-    """Per-request tuples of 63-bit Python ints (what ``SimRequest.blocks`` holds).
-
-    Equal ids become one int object (``interned`` maps each id to it; pass one dict to share
-    objects across calls, e.g. prompt and output blocks). Values are unchanged; the simulator's
-    caches then find a block by pointer equality instead of comparing two separately allocated
-    ints, which saves a memory access per lookup (its hottest cost), and streams take less memory.
-    """
-    memo: dict[int, int] = {} if interned is None else interned
-    flat = list(map(memo.setdefault, *itertools.tee((ids & np.uint64(ID_MASK)).tolist())))
+def to_tuples(ids: U64, req_block_start: I64) -> list[tuple[int, ...]]:
+    """Per-request tuples of 63-bit Python ints (what ``SimRequest.blocks`` holds)."""
+    flat = (ids & np.uint64(ID_MASK)).tolist()
     starts = req_block_start.tolist()
     with gc_paused():
         return [tuple(flat[a:b]) for a, b in itertools.pairwise(starts)]

@@ -234,13 +234,12 @@ class PaperStream:
     def requests(self) -> list[SimRequest]:
         """The stream as the simulator's request records."""
         names, hashes = self.active.names, self.active.hashes
-        interned: dict[int, int] = {}  # one object per id across prompts and outputs
-        blocks = to_tuples(self.block_ids, self.block_start, interned)
+        blocks = to_tuples(self.block_ids, self.block_start)
         n = len(self.arrival_s)
         if self.output_ids is None or self.output_start is None:
             outputs: list[tuple[int, ...]] = [()] * n
         else:
-            outputs = to_tuples(self.output_ids, self.output_start, interned)
+            outputs = to_tuples(self.output_ids, self.output_start)
         columns = zip(
             self.arrival_s.tolist(),
             self.key.tolist(),
