@@ -15,7 +15,7 @@ the top is exact (amortised O(log capacity) per eviction).
 
 Each report also carries, per top key, the key's reusable-prefix size when the router sampled it
 (:mod:`dataplane.core.prefix_sizes`): :meth:`TrafficCounter.add` says when a sample is due, and
-the caller hands that request's prefix blocks to :attr:`TrafficCounter.sizes`.
+the caller hands that request to :attr:`TrafficCounter.sizes`.
 """
 
 from __future__ import annotations
@@ -106,8 +106,8 @@ class TrafficCounter:
     def add(self, key_hash: int, key: str) -> bool:
         """Count one request (the hot path: two appends, a fold every FOLD_EVERY calls).
 
-        True every SAMPLE_EVERY-th call: the caller then passes this request's prefix blocks to
-        ``sizes.observe`` (FOLD_EVERY is a multiple of SAMPLE_EVERY, so the cadence is steady).
+        True every SAMPLE_EVERY-th call: the caller then hands this request to ``sizes.sample``
+        (FOLD_EVERY is a multiple of SAMPLE_EVERY, so the cadence is steady).
         """
         hashes = self._hashes
         hashes.append(key_hash)

@@ -239,8 +239,7 @@ class Router:
         if counted:
             traffic = state.traffic
             if traffic.add(inp.key_hash, inp.key):  # a prefix-size sample is due
-                blocks = request[1] if state.uses_blocks else inp.blocks()
-                traffic.sizes.observe(inp.key_hash, blocks)
+                traffic.sizes.sample(inp, request[1] if state.uses_blocks else None)
         sampler = self.sampler
         if sampler is not None and sampler.hit():
             sampler.add(inp, outcome, now)

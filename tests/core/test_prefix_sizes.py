@@ -6,15 +6,18 @@ import itertools
 
 import pytest
 
+from cacheroute.v1 import routing_pb2
 from dataplane.core.heavy_hitters import TrafficCounter
-from dataplane.core.keys import chain_block
+from dataplane.core.keys import chain_block, hash_key
 from dataplane.core.prefix_sizes import (
     LADDER,
+    PROMPT_EVERY,
     SAMPLE_EVERY,
     PrefixSizes,
     shared_blocks,
     signature,
 )
+from dataplane.core.route_input import parse_request
 
 
 def chained(shared: int, tail: int, salt: bytes) -> tuple[int, ...]:
@@ -86,3 +89,22 @@ def test_the_traffic_report_carries_each_sampled_keys_mean_prefix() -> None:
     assert by_key["tenant-a"].prefix_samples == 2
     assert by_key["tenant-a"].reusable_prefix_blocks == pytest.approx((30 + 10) / 2)
     assert by_key["tenant-b"].prefix_samples == 0  # unknown, not zero
+
+
+def test_blocks_at_hand_are_read_and_prompts_are_hashed_every_eighth_due_sample() -> None:
+    sizes = PrefixSizes(limit=10)
+    prompt = "You are a helpful assistant. " * 20  # 580 bytes: 9 full blocks of 64 shared
+    with_prompt = [
+        parse_request(routing_pb2.RouteRequest(key="p", prompt_prefix=prompt + f"#{i}"))
+        for i in range(3 * PROMPT_EVERY)
+    ]
+    for inp in with_prompt:
+        sizes.sample(inp, None)
+    assert sizes.take(monitored=()) == {hash_key("p"): (2 * 9, 2)}  # 3 hashed: 2 comparisons
+    given = parse_request(routing_pb2.RouteRequest(key="g", prefix_blocks=[1, 2, 3]))
+    sizes.sample(given, None)
+    sizes.sample(given, None)  # given blocks: every due sample
+    sizes.sample(with_prompt[0], (7, 8))  # the policy's blocks: read, never skipped
+    sizes.sample(with_prompt[1], (7, 9))
+    # p: (7, 8) shares nothing with its last prompt, (7, 9) one block with (7, 8)
+    assert sizes.take(monitored=()) == {hash_key("g"): (3, 1), hash_key("p"): (1, 2)}
