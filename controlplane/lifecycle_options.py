@@ -53,7 +53,8 @@ AUTO_INTERVAL = Option(
 )  # fmt: skip
 SHADOW_MAX_REQUESTS = Option(
     "shadow_max_requests", 20_000, positive_int,
-    "most requests a shadow replay replays (the stream's head is kept)",
+    "most requests a shadow replay replays (a longer stream is thinned evenly over its whole "
+    "window, sim/shadow_replay.py)",
 )  # fmt: skip
 SHADOW_SEEDS = Option(
     "shadow_seeds",
