@@ -37,6 +37,8 @@ Q_CAP = 12.094  # the paper workload's measured single-destination knee (docs/re
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--max-requests", type=int, default=ShadowSettings.max_requests,
+                        help="replay cap (default: plan shadow's); 100000 replays all")  # fmt: skip
     args = parser.parse_args()
     stream = make_stream(make_workload("paper"), qps=100.0, duration_s=600.0, seed=1,
                          prior_window_s=60.0)  # fmt: skip
@@ -49,7 +51,7 @@ def main() -> int:
     ]  # fmt: skip
     started = time.perf_counter()
     requests = samples_to_requests(samples, 0)
-    settings = ShadowSettings(profile=LLAMA_70B)
+    settings = ShadowSettings(profile=LLAMA_70B, max_requests=args.max_requests)
     verdict = shadow(requests, table, settings)
     wall = time.perf_counter() - started
     kept = thinned(sorted(requests, key=lambda r: r.arrival_s), settings.max_requests)

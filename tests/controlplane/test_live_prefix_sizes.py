@@ -16,7 +16,7 @@ from cacheroute_state import Stores
 from controlplane.key_rate_tracker import current_rates
 from controlplane.live_sizes import plan_sizes
 from dataplane.core.keys import chain_block, hash_key
-from dataplane.core.prefix_sizes import SAMPLE_EVERY
+from dataplane.core.prefix_sizes import PROMPT_EVERY, SAMPLE_EVERY
 from tests.dataplane.test_router_planning_limits import ready
 from tests.dataplane.test_router_service import router_stub, running_router
 from tests.support.controlplane import clients, fast_config, running
@@ -86,3 +86,27 @@ async def test_a_live_build_admits_by_the_routers_sizes_within_the_cache_budget(
             built = await c.plans.BuildPlan(admin_pb2.BuildPlanRequest())
             shown = await c.plans.GetPlan(admin_pb2.GetPlanRequest(version=built.metadata.version))
             assert {k.key for k in shown.top_keys} == want
+
+
+async def test_prompt_only_requests_are_sized_from_their_prompt_blocks(
+    state_url: str, state_stores: Stores
+) -> None:
+    system = ("You are a careful assistant for the billing team. " * 60)[:2048]  # 32 blocks
+    per_hash = SAMPLE_EVERY * PROMPT_EVERY  # counted requests per hashed prompt sample
+    async with running_router(state_url) as server:
+        await ready(server, state_stores)
+        async with router_stub(server) as stub:
+            for batch_no in range(3):
+                batch = routing_pb2.RouteBatchRequest(
+                    requests=[
+                        routing_pb2.RouteRequest(
+                            key="chat", prompt_prefix=f"{system}user {batch_no}-{n}: hello"
+                        )
+                        for n in range(per_hash)
+                    ]
+                )
+                await stub.RouteBatch(batch)
+        await server.traffic.flush()
+    _, reports = await state_stores.telemetry.read_traffic("default", "0")
+    (chat,) = [kc for r in reports for kc in r.top_keys if kc.key == "chat"]
+    assert chat.prefix_samples == 2 and chat.reusable_prefix_blocks == 32.0
