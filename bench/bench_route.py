@@ -17,6 +17,11 @@ Measured:
    ``move_active`` to the router's ACK), against p99 of the same run outside the swap windows.
 4. In-process: the decision path with and without metrics, and the longest event-loop stall
    while a 1M-key table is decoded and validated in a worker thread.
+5. ``--parts cpu``: CPU time (user + system, all threads, from ``/proc/PID/stat``) the server
+   process spends per ``Route`` at each caller count, and its CPU per second while idle. Unlike
+   latency, this hardly moves when other jobs share the machine, so it finds what the router
+   process costs beyond the bare server; add ``--pin 1,0`` so that both servers share one CPU and
+   the client has the other (docs/benchmarks.md, "Route CPU per request").
 """
 
 from __future__ import annotations
@@ -53,6 +58,22 @@ TABLE_KEYS = 1_000_000
 REQUEST_KEYS = 50_000  # distinct keys the clients send (90% warm, 10% tail)
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
+# (server CPU, client CPU) with --pin: both servers share one CPU, the client has the other, so the
+# scheduler cannot favour one server by where it places it (unpinned, two identical bare servers
+# differed by up to ±60 µs of CPU per call on the loaded 2-vCPU machine; pinned, by ±2 µs).
+PIN: tuple[int, int] | None = None
+
+
+def _start(cpu: int | None) -> Any:
+    """A ``preexec_fn``: die with the parent, and run on ``cpu`` when pinning."""
+    die = die_with_parent()
+
+    def start() -> None:
+        die()
+        if cpu is not None:
+            os.sched_setaffinity(0, {cpu})
+
+    return start
 
 
 # -- tables and requests ------------------------------------------------------------------------
@@ -157,7 +178,24 @@ async def bare_server(listen: str) -> None:
 # -- the client ---------------------------------------------------------------------------------
 
 
-async def client(target: str, mode: str, concurrency: int, duration: float, out: Path) -> None:
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of every thread of process ``pid`` so far (clock ticks: 10 ms)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_seconds(pid: int) -> float:
+    """CPU of the live threads of ``pid`` in ns resolution (schedstat): for idle figures."""
+    total = 0
+    for stat in Path(f"/proc/{pid}/task").glob("*/schedstat"):
+        with contextlib.suppress(OSError):
+            total += int(stat.read_text().split()[0])
+    return total / 1e9
+
+
+async def client(
+    target: str, mode: str, concurrency: int, duration: float, out: Path, cpu_pid: int = 0
+) -> None:
     reqs = requests_for(seed=1)
     batch = routing_pb2.RouteBatchRequest(requests=reqs[:1000])
     async with grpc.aio.insecure_channel(target) as channel:
@@ -184,22 +222,28 @@ async def client(target: str, mode: str, concurrency: int, duration: float, out:
         warm_until = time.monotonic() + 0.5
         await asyncio.gather(*(worker(i, warm_until, False) for i in range(concurrency)))
         decisions = 0
+        cpu0 = cpu_seconds(cpu_pid) if cpu_pid else 0.0
         begin = time.monotonic()
         until = begin + duration
         await asyncio.gather(*(worker(i, until, True) for i in range(concurrency)))
         elapsed = time.monotonic() - begin
+        cpu = cpu_seconds(cpu_pid) - cpu0 if cpu_pid else 0.0
     np.savez(
-        out, starts=np.array(starts), lats=np.array(lats), elapsed=elapsed, decisions=decisions
-    )
+        out, starts=np.array(starts), lats=np.array(lats), elapsed=elapsed, decisions=decisions,
+        cpu=cpu,
+    )  # fmt: skip
 
 
-def run_client(target: str, mode: str, concurrency: int, duration: float) -> dict[str, Any]:
+def run_client(
+    target: str, mode: str, concurrency: int, duration: float, cpu_pid: int = 0
+) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "r.npz"
         subprocess.run(
             [PY, __file__, "client", "--target", target, "--mode", mode,
-             "--concurrency", str(concurrency), "--duration", str(duration), "--out", str(out)],
-            check=True, preexec_fn=die_with_parent(),
+             "--concurrency", str(concurrency), "--duration", str(duration), "--out", str(out),
+             "--cpu-pid", str(cpu_pid)],
+            check=True, preexec_fn=_start(PIN[1] if PIN else None),
         )  # fmt: skip
         data = np.load(out)
         return {k: data[k] for k in data.files}
@@ -292,6 +336,41 @@ async def latency_rounds(targets: dict[str, str], args: argparse.Namespace) -> d
         values = results[f"batch_{name}"]
         results[f"batch_{name}"] = {"decisions_per_s": float(np.median(values)), "rounds": values}
         print(f"batch {name:6s} {results[f'batch_{name}']}")
+    return results
+
+
+async def cpu_rounds(
+    targets: dict[str, str], pids: dict[str, int], args: argparse.Namespace
+) -> dict[str, Any]:
+    """Server CPU per Route (µs) at each caller count, and idle CPU (ms per s), per round."""
+    results: dict[str, Any] = {}
+    idle: dict[str, list[float]] = {name: [] for name in targets}
+    for _ in range(args.rounds):
+        before = {name: run_seconds(pid) for name, pid in pids.items()}
+        started = time.monotonic()
+        await asyncio.sleep(args.duration)
+        elapsed = time.monotonic() - started
+        for name, pid in pids.items():
+            idle[name].append((run_seconds(pid) - before[name]) / elapsed * 1000)
+    for name in targets:
+        results[f"cpu_idle_{name}_ms_per_s"] = float(np.median(idle[name]))
+    for concurrency in args.concurrency:
+        per_call: dict[str, list[float]] = {name: [] for name in targets}
+        for rnd in range(args.rounds):
+            order = list(targets) if rnd % 2 == 0 else list(reversed(targets))
+            for name in order:
+                r = await asyncio.to_thread(
+                    run_client, targets[name], "route", concurrency, args.duration, pids[name]
+                )
+                per_call[name].append(float(r["cpu"]) / max(1, r["lats"].size) * 1e6)
+        for name in targets:
+            results[f"cpu_c{concurrency}_{name}_us_per_call"] = float(np.median(per_call[name]))
+            results[f"cpu_c{concurrency}_{name}_rounds"] = per_call[name]
+        bare = results[f"cpu_c{concurrency}_bare_us_per_call"]
+        router = results[f"cpu_c{concurrency}_router_us_per_call"]
+        results[f"cpu_c{concurrency}_ratio"] = router / bare
+        print(f"cpu c={concurrency:2d} µs/call bare {bare:.1f} router {router:.1f}")
+    print(f"cpu idle ms/s {[(n, results[f'cpu_idle_{n}_ms_per_s']) for n in targets]}")
     return results
 
 
@@ -454,16 +533,19 @@ async def orchestrate(
             procs.append(subprocess.Popen(
                 [PY, "-m", "dataplane", "--listen", router_addr, "--redis-url", redis_server.url,
                  "--router-id", "bench-router", "--log-level", "warning", *args.router_args],
-                env=env, preexec_fn=die_with_parent(),  # noqa: PLW1509
+                env=env, preexec_fn=_start(PIN[0] if PIN else None),  # noqa: PLW1509
             ))  # fmt: skip
             procs.append(subprocess.Popen(
                 [PY, __file__, "bare-server", "--listen", bare_addr],
-                env=env, preexec_fn=die_with_parent(),  # noqa: PLW1509
+                env=env, preexec_fn=_start(PIN[0] if PIN else None),  # noqa: PLW1509
             ))  # fmt: skip
             await wait_serving(router_addr)
             await wait_serving(bare_addr)
             await wait_ack(stores, 1)
             targets = {"bare": bare_addr, "router": router_addr}
+            if "cpu" in args.parts:
+                pids = {"router": procs[0].pid, "bare": procs[1].pid}
+                results.update(await cpu_rounds(targets, pids, args))
             results.update(await latency_rounds(targets, args))
             versions = [t.version for t in tables]
             if "swap" in args.parts:
@@ -497,15 +579,20 @@ def main() -> None:
     cl.add_argument("--concurrency", type=int, required=True)
     cl.add_argument("--duration", type=float, required=True)
     cl.add_argument("--out", type=Path, required=True)
+    cl.add_argument("--cpu-pid", type=int, default=0)
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--duration", type=float, default=3.0)
     parser.add_argument("--swaps", type=int, default=8)
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument(
         "--parts", default="inprocess,route,batch,swap", type=lambda v: v.split(","),
-        help="comma-separated subset of inprocess,route,batch,swap",
+        help="comma-separated subset of inprocess,route,batch,swap,cpu",
     )  # fmt: skip
     parser.add_argument("--verbose", action="store_true", help="print slow requests near swaps")
+    parser.add_argument(
+        "--pin", default=None, type=lambda v: tuple(int(x) for x in v.split(",")),
+        help="SERVER_CPU,CLIENT_CPU: run router and bare server on one CPU, the client on another",
+    )  # fmt: skip
     parser.add_argument("--load-period", type=float, default=0.25, help="snapshot period (0: off)")
     parser.add_argument(
         "--router-args", default=[], type=lambda v: v.split(), help="extra router flags"
@@ -515,10 +602,14 @@ def main() -> None:
         help="caller counts for the Route latency rounds",
     )  # fmt: skip
     args = parser.parse_args()
+    global PIN  # noqa: PLW0603 - read by the process starters
+    PIN = args.pin if args.cmd is None else None
     if args.cmd == "bare-server":
         asyncio.run(bare_server(args.listen))
     elif args.cmd == "client":
-        asyncio.run(client(args.target, args.mode, args.concurrency, args.duration, args.out))
+        asyncio.run(
+            client(args.target, args.mode, args.concurrency, args.duration, args.out, args.cpu_pid)
+        )
     else:
         started = time.time()
         hashes = np.unique(np.array([hash_key(k) for k in key_names(TABLE_KEYS)], dtype=np.uint64))

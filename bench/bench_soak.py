@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/bench_soak.py [--duration 1800] [--rate 200] [--bucket 60]
                                          [--rollout-every 20] [--json OUT]
-    .venv/bin/python bench/bench_soak.py --ci          # 30 s, 10 s buckets, a rollout every 5 s
+    .venv/bin/python bench/bench_soak.py --ci          # 20 s, 5 s buckets, a rollout every 3 s
 
 Processes (all on 127.0.0.1): an embedded redis-server, ``python -m controlplane``, four
 simulated engines (``python -m simengine``, one process), their agents (``python -m agents``) and
@@ -226,12 +226,12 @@ def main() -> int:
     parser.add_argument("--rate", type=float, default=200.0)
     parser.add_argument("--bucket", type=float, default=60.0)
     parser.add_argument("--rollout-every", type=float, default=20.0)
-    parser.add_argument("--ci", action="store_true", help="30 s, 10 s buckets, rollout every 5 s")
+    parser.add_argument("--ci", action="store_true", help="20 s, 5 s buckets, rollout every 3 s")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--log-dir", default="/tmp/cacheroute-soak")
     args = parser.parse_args()
     if args.ci:
-        args.duration, args.bucket, args.rollout_every = 30.0, 10.0, 5.0
+        args.duration, args.bucket, args.rollout_every = 20.0, 5.0, 3.0
     result = asyncio.run(run(args))
     print(f"calls {result['calls']}  errors {result['errors']}  rollouts {result['rollouts']}")
     print("bucket  calls  errors  p50_us  p99_us  router_MiB  cp_MiB")

@@ -51,8 +51,9 @@ def admit_by_bytes(
     budget_per_node: float,
     rank: str = "rate_per_byte",
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Step 2: admitted indices in decreasing rate (placement order) and their replica counts."""
-    candidates = np.flatnonzero(rates > 0)
+    """Step 2: admitted indices in decreasing rate (placement order) and their replica counts.
+    A key larger than one destination's budget fits nowhere and is never admitted."""
+    candidates = np.flatnonzero((rates > 0) & (sizes <= budget_per_node))
     density = (
         rates[candidates] / sizes[candidates] if rank == "rate_per_byte" else rates[candidates]
     )

@@ -253,6 +253,21 @@ def _byte_aware(
     sizes = np.asarray(plan.prefix_sizes, dtype=np.float64)
     key_hashes = np.asarray(plan.key_hashes, dtype=np.uint64)
     rates = np.asarray(plan.rates, dtype=np.float64)
+    candidates = byte_candidates(plan)
+    order, placed = place_best(candidates, rates, sizes, warm, weights, plan.cache_budget)
+    kept = [i for i, s in enumerate(placed) if s is not None]
+    sets = [s for s in placed if s is not None]
+    return key_hashes[order[kept]], rates[order[kept]].tolist(), sets
+
+
+def byte_candidates(plan: PlanInput) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The (order, replicas) admissions ``byte_rank`` places: its own, or for ``"best"`` rate per
+    byte, rate, and Algorithm 1's equal slots (without the keys larger than a destination's
+    budget, which fit nowhere and would only inflate the balance cap)."""
+    assert plan.prefix_sizes is not None
+    sizes = np.asarray(plan.prefix_sizes, dtype=np.float64)
+    key_hashes = np.asarray(plan.key_hashes, dtype=np.uint64)
+    rates = np.asarray(plan.rates, dtype=np.float64)
     nodes = len(plan.node_ids)
     ranks = ("rate_per_byte", "rate") if plan.byte_rank == "best" else (plan.byte_rank,)
     candidates = [
@@ -261,11 +276,9 @@ def _byte_aware(
     ]
     if plan.byte_rank == "best":  # Algorithm 1's own admission, within the byte budgets
         slots = admit(key_hashes, rates, plan.q_cap, nodes, nodes * plan.slots_per_node)
-        candidates.append((slots.order, slots.replicas))
-    order, placed = place_best(candidates, rates, sizes, warm, weights, plan.cache_budget)
-    kept = [i for i, s in enumerate(placed) if s is not None]
-    sets = [s for s in placed if s is not None]
-    return key_hashes[order[kept]], rates[order[kept]].tolist(), sets
+        fits = sizes[slots.order] <= plan.cache_budget
+        candidates.append((slots.order[fits], slots.replicas[fits]))
+    return candidates
 
 
 def assemble_table(

@@ -43,9 +43,6 @@ from servekit.options import Option, OptionSet, SettingsError, list_option, swit
 D = RouterConfig(router_id="")
 FRONT = FrontConfig()
 OUTLIERS = OutlierConfig()
-# The serving thread waits at most this long for the GIL when a worker thread (a table decode, a
-# metrics scrape) runs Python code; CPython's default of 5 ms would show in Route's p99.
-GIL_SWITCH_INTERVAL_S = 0.0005
 MIN_MESSAGE_BYTES = 64 * 1024
 
 
@@ -352,7 +349,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging(
         "dataplane", json=LOG_FORMAT.value(args) == "json", level=LOG_LEVEL.value(args)
     )
-    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     try:
         asyncio.run(serve(config))
     except (OSError, ValueError) as exc:

@@ -51,6 +51,7 @@ from dataplane.core.router import Router
 from dataplane.core.table import RoutingTable, TableError
 from dataplane.core.table_codec import decode_table
 from dataplane.router_metrics import RouterMetrics
+from servekit.gil import fast_switched
 from servekit.waiting import wait_event
 
 log = structlog.get_logger("dataplane.table_watcher")
@@ -266,7 +267,9 @@ class TableWatcher:
         self._ack(cluster_pb2.ActivePointer(pool=pool), accepted=False, reason=reason)
 
     async def _off_loop(self, fn: Callable[..., T], *args: object) -> T:
-        return await asyncio.get_running_loop().run_in_executor(self._decoder, fn, *args)
+        return await asyncio.get_running_loop().run_in_executor(
+            self._decoder, fast_switched, fn, *args
+        )
 
     def close(self) -> None:
         self._decoder.shutdown(wait=False, cancel_futures=True)

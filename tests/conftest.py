@@ -1,17 +1,28 @@
 """Shared fixtures: the trace folder, a real redis-server on a free loopback port, and the
-in-memory state twin (``memory_url``, ``memory_stores``) for logic that does not need Redis."""
+in-memory state twin (``memory_url``, ``memory_stores``) for logic that does not need Redis.
+
+Property tests are derandomized by default, so ``make test`` and CI run the same examples every
+time and a newcomer's first run cannot fail on a fresh random draw; ``HYPOTHESIS_PROFILE=explore``
+draws new examples (more of them) to hunt for bugs, and a failure it finds becomes an ``@example``.
+"""
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 import redis
+from hypothesis import settings
 
 from cacheroute_state import Stores, memory, open_stores
 from cacheroute_state.embedded import EmbeddedRedis
+
+settings.register_profile("repeatable", derandomize=True, print_blob=True)
+settings.register_profile("explore", derandomize=False, max_examples=1000, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 
 TRACES = Path(__file__).resolve().parent.parent.parent / "shared" / "traces"
 

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from controlplane.byte_admission import BALANCE_SLACK, admit_by_bytes, place_best, saved_prefill
-from controlplane.planner import PlanError, PlanInput, admit, build_plan
+from controlplane.planner import PlanError, PlanInput, admit, build_plan, byte_candidates
 
 EXAMPLES = settings(max_examples=80, deadline=None)
 
@@ -59,12 +59,25 @@ def test_warm_load_stays_within_the_balance_cap(plan: PlanInput) -> None:
         for member in members:
             warm[member] += rate_of[key_hash] / len(members)
     assert plan.prefix_sizes is not None
-    order, _ = admit_by_bytes(
-        plan.key_hashes, plan.rates, plan.prefix_sizes, plan.q_cap, len(plan.node_ids),
-        plan.cache_budget, plan.byte_rank,
+    # the cap of the admission the planner kept ("best" places several and keeps one)
+    order, _ = place_best(
+        byte_candidates(plan), plan.rates, plan.prefix_sizes, [0.0] * len(plan.node_ids),
+        [1.0] * len(plan.node_ids), plan.cache_budget,
     )  # fmt: skip
     cap = (1 + BALANCE_SLACK) * float(plan.rates[order].sum()) / len(plan.node_ids)
     assert max(warm) <= cap * (1 + 1e-9)
+
+
+def test_a_key_larger_than_every_budget_is_never_admitted() -> None:
+    plan = PlanInput(
+        key_hashes=np.arange(3, dtype=np.uint64), rates=np.array([0.0, 1.0, 1.0]),
+        node_ids=["n0", "n1"], q_cap=2.0, slots_per_node=8,
+        prefix_sizes=np.array([1.0, 1.0, 100.0]), cache_budget=16.0, byte_rank="best",
+    )  # fmt: skip
+    for order, _ in byte_candidates(plan):
+        assert 2 not in order.tolist()
+    # the one key that fits would carry all the warm load of a two-node pool: left cold
+    assert build_plan(plan).key_hashes.size == 0
 
 
 @EXAMPLES
@@ -151,11 +164,10 @@ def test_best_saves_at_least_the_prefill_of_either_rank_and_of_equal_slots(
     for rank in ("rate_per_byte", "rate"):
         assert best >= saved(plan, build_plan(replace(plan, byte_rank=rank))) - 1e-9
     nodes = len(plan.node_ids)
-    slots = admit(plan.key_hashes, plan.rates, plan.q_cap, nodes, nodes * plan.slots_per_node)
+    slots = byte_candidates(replace(plan, byte_rank="best"))[-1]  # equal slots, keys that fit
     loads = [0.0] * nodes
     order, placed = place_best(
-        [(slots.order, slots.replicas)], plan.rates, plan.prefix_sizes, loads, [1.0] * nodes,
-        plan.cache_budget,
-    )  # fmt: skip
+        [slots], plan.rates, plan.prefix_sizes, loads, [1.0] * nodes, plan.cache_budget
+    )
     equal = saved_prefill(plan.rates[order], plan.prefix_sizes[order], placed)
     assert best >= equal - 1e-9

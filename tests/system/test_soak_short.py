@@ -1,4 +1,4 @@
-"""The soak benchmark's CI mode: 30 s of steady Route load with a rollout every 5 s, all real
+"""The soak benchmark's CI mode: 20 s of steady Route load with a rollout every 3 s, all real
 processes (bench/bench_soak.py). The claim checked here is the one that is not about speed:
 not one Route call fails while plans roll out and snapshots flow."""
 
