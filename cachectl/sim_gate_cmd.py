@@ -161,6 +161,10 @@ def print_shadow(document: dict[str, Any]) -> None:
     caps = document["capacity_qps"]
     print(f"capacity at p99 <= {document['tests']['slo_s']:g} s: candidate "
           f"{caps['cacheroute']:.1f} QPS, Flat-LB {caps['flat']:.1f} QPS")  # fmt: skip
+    replayed = document.get("replayed")  # absent from reports stored before thinning
+    if replayed and replayed["requests"] < replayed["of"]:
+        print(f"replayed {replayed['requests']:,} of {replayed['of']:,} requests, thinned evenly "
+              f"over the whole window (1 in {replayed['thinning']:.2f})")  # fmt: skip
     rows: list[list[object]] = []
     for name, load in document["loads"].items():
         for policy in ("cacheroute", "flat"):

@@ -11,7 +11,7 @@ import argparse
 import os
 import socket
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from cacheroute_state.embedded import DEFAULT_PORT, default_data_dir
@@ -81,6 +81,10 @@ class ControlPlaneConfig:
     guard_min_samples: int = 50
     guard_action: str = "disable"
     guard_all_rollouts: bool = False
+    # Byte-aware admission in live builds (controlplane/live_sizes.py): off while 0.
+    cache_budget: float = 0.0
+    byte_rank: str = "best"
+    prefix_sizes: dict[str, float] = field(default_factory=dict)  # configured; win over reports
     tls: TlsConfig | None = None
     log_json: bool = True
     log_level: str = "info"

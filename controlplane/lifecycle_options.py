@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from controlplane.byte_admission import BYTE_RANKS
+from controlplane.live_sizes import load_sizes_file
 from servekit.flags import non_negative_float, positive_float, positive_int
 from servekit.options import Option, switch
 from sim.engine_model import UnknownProfileError, get_profile
@@ -51,7 +53,8 @@ AUTO_INTERVAL = Option(
 )  # fmt: skip
 SHADOW_MAX_REQUESTS = Option(
     "shadow_max_requests", 20_000, positive_int,
-    "most requests a shadow replay replays (the stream's head is kept)",
+    "most requests a shadow replay replays (a longer stream is thinned evenly over its whole "
+    "window, sim/shadow_replay.py)",
 )  # fmt: skip
 SHADOW_SEEDS = Option(
     "shadow_seeds",
@@ -96,12 +99,28 @@ GUARD_ACTION = Option(
     "what the guard does when it fires: disable the plan (Flat-LB) or roll back",
     choices=("disable", "rollback"),
 )  # fmt: skip
+CACHE_BUDGET = Option(
+    "cache_budget", 0.0, non_negative_float,
+    "byte-aware admission in live builds: each destination's cache budget in prefix blocks "
+    "(0: off, equal slots); sizes from --prefix-sizes, else the routers' reports "
+    "(controlplane/live_sizes.py)",
+)  # fmt: skip
+BYTE_RANK = Option(
+    "byte_rank", "best", str,
+    "byte-aware admission order (controlplane/byte_admission.py)", choices=BYTE_RANKS,
+)  # fmt: skip
+PREFIX_SIZES: Option[tuple[tuple[str, float], ...]] = Option(
+    "prefix_sizes", (), load_sizes_file,
+    "JSON file of key -> reusable-prefix blocks; these win over the routers' reported sizes",
+    metavar="FILE", shown_default="none",
+)  # fmt: skip
 GUARD_ALL_ROLLOUTS = switch("guard_all_rollouts", "guard every rollout, not only automatic mode's")
 
 LIFECYCLE_OPTIONS: tuple[Option[Any], ...] = (
     MAX_CHURN, AUTO_INTERVAL, SHADOW_MAX_REQUESTS, SHADOW_SEEDS, SHADOW_ITERATIONS,
     SHADOW_RECENT_MINUTES, SHADOW_PROFILE, GUARD_WINDOW, GUARD_SETTLE, GUARD_MAX_REGRESSION,
-    GUARD_FLOOR, GUARD_MIN_SAMPLES, GUARD_ACTION, GUARD_ALL_ROLLOUTS,
+    GUARD_FLOOR, GUARD_MIN_SAMPLES, GUARD_ACTION, GUARD_ALL_ROLLOUTS, CACHE_BUDGET, BYTE_RANK,
+    PREFIX_SIZES,
 )  # fmt: skip
 
 
@@ -122,4 +141,7 @@ def lifecycle_values(args: argparse.Namespace) -> dict[str, Any]:
         "guard_min_samples": GUARD_MIN_SAMPLES.value(args),
         "guard_action": GUARD_ACTION.value(args),
         "guard_all_rollouts": GUARD_ALL_ROLLOUTS.value(args),
+        "cache_budget": CACHE_BUDGET.value(args),
+        "byte_rank": BYTE_RANK.value(args),
+        "prefix_sizes": dict(PREFIX_SIZES.value(args)),
     }

@@ -18,6 +18,11 @@ statistics after the build: the planner spreads the tail in proportion to weight
 every destination's normalised load equally and so never changes the placement, only
 ``total_rate``, ``tail_rate``, ``planned_load``, ``planned_imbalance`` and
 ``admitted_rate_share``.
+
+With ``cache_budget`` > 0 (``--cache-budget``) and lpt placement, admission is byte-aware
+(:mod:`controlplane.byte_admission`, ``byte_rank``) with each key's size from
+:mod:`controlplane.live_sizes` (configured sizes win over the routers' reported ones); when no
+key has a size yet the build uses equal slots.
 """
 
 from __future__ import annotations
@@ -25,7 +30,10 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+import structlog
 
 from cacheroute.v1 import admin_pb2, table_pb2
 from cacheroute_state import Stores
@@ -33,6 +41,7 @@ from controlplane.churn import churn
 from controlplane.controlplane_metrics import ControlPlaneMetrics
 from controlplane.errors import PreconditionError
 from controlplane.key_rate_tracker import current_rates
+from controlplane.live_sizes import plan_sizes
 from controlplane.nodes import Liveness, effective_weight, list_statuses
 from controlplane.planner import PlanInput, build_plan
 from controlplane.plans import metadata_for, store_plan
@@ -51,6 +60,12 @@ class PlanDefaults:
     churn_aware: bool = True  # replan against the active plan (controlplane/replanner.py)
     imbalance_tolerance: float = DEFAULT_TOLERANCE
     max_churn: float | None = DEFAULT_MAX_CHURN  # the replanner's churn cap per build
+    cache_budget: float = 0.0  # prefix blocks per destination; > 0: byte-aware admission
+    byte_rank: str = "best"
+    prefix_sizes: Mapping[str, float] = field(default_factory=dict)  # configured, by key
+
+
+log = structlog.get_logger("controlplane.live_plan")
 
 
 @dataclass(frozen=True)
@@ -128,6 +143,21 @@ async def _plan_input(
         pool=pool,
         key_labels=rates.labels,
     )
+    if defaults.cache_budget > 0 and placement == "lpt":
+        sized = plan_sizes(
+            rates.key_hashes, rates.labels, rates.prefix_blocks, defaults.prefix_sizes
+        )
+        if sized is None:
+            log.info("byte-aware admission waits for prefix sizes", pool=pool)
+        else:
+            log.info(
+                "byte-aware admission", pool=pool, configured=sized.configured,
+                reported=sized.reported, filled=sized.filled,
+            )  # fmt: skip
+            plan_input = replace(
+                plan_input, prefix_sizes=sized.sizes, cache_budget=defaults.cache_budget,
+                byte_rank=defaults.byte_rank,
+            )  # fmt: skip
     return plan_input, rates.tail_rate
 
 

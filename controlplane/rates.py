@@ -26,6 +26,9 @@ Sums are held relative to an epoch ``t0`` (``c_b = N_b(t0)``) so a new report co
 it); the epoch moves forward when the scale factor grows large. The state, including the cursor
 of the Redis traffic stream it has consumed, is serialized with :meth:`to_bytes` and kept in Redis
 so a restarted or newly elected leader continues without double counting.
+
+Alongside the counts it folds each key's reported reusable-prefix size
+(:mod:`controlplane.size_estimate`); :attr:`RateSnapshot.prefix_blocks` carries the sized keys.
 """
 
 from __future__ import annotations
@@ -33,11 +36,12 @@ from __future__ import annotations
 import json
 import math
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from cacheroute.v1 import cluster_pb2
+from controlplane.size_estimate import SizeEstimate
 from dataplane.core.table import F64Array, U64Array
 
 MIN_RATE = 1e-3  # requests/s below which a key is forgotten
@@ -59,6 +63,7 @@ class RateSnapshot:
     labels: dict[int, str]
     total_rate: float
     at_unix_ms: int
+    prefix_blocks: dict[int, float] = field(default_factory=dict)  # reported sizes, blocks
 
     @property
     def tail_rate(self) -> float:
@@ -80,6 +85,7 @@ class RateEstimator:
         self._counts: dict[int, float] = {}
         self._total = 0.0
         self._labels: dict[int, str] = {}
+        self._sizes = SizeEstimate()
 
     @property
     def num_keys(self) -> int:
@@ -101,11 +107,13 @@ class RateEstimator:
         self._ref_ms = max(self._ref_ms, end)
         weight = self._weight(end) * self._spread(end - start)
         self._total += report.total_requests * weight
-        counts, labels = self._counts, self._labels
+        counts, labels, sizes = self._counts, self._labels, self._sizes
         for kc in report.top_keys:
             lower = kc.count - min(kc.error, kc.count)
             if lower <= 0:
                 continue
+            if kc.prefix_samples:
+                sizes.observe(kc.key_hash, kc.reusable_prefix_blocks, kc.prefix_samples, weight)
             counts[kc.key_hash] = counts.get(kc.key_hash, 0.0) + lower * weight
             if kc.key:
                 labels[kc.key_hash] = kc.key
@@ -123,6 +131,7 @@ class RateEstimator:
         factor = 1.0 / self._weight(t0_ms)
         self._counts = {k: c * factor for k, c in self._counts.items()}
         self._total *= factor
+        self._sizes.scale(factor)
         self._t0_ms = t0_ms
 
     def _scale(self) -> float:
@@ -142,7 +151,10 @@ class RateEstimator:
         hashes = np.fromiter(self._counts.keys(), dtype=np.uint64, count=len(self._counts))
         rates = np.fromiter(self._counts.values(), dtype=np.float64, count=len(self._counts))
         rates *= scale
-        return RateSnapshot(hashes, rates, dict(self._labels), self._total * scale, self._ref_ms)
+        return RateSnapshot(
+            hashes, rates, dict(self._labels), self._total * scale, self._ref_ms,
+            self._sizes.means(),
+        )  # fmt: skip
 
     def prune(self) -> int:
         """Forget keys below MIN_RATE and all but the max_keys highest; returns how many."""
@@ -158,6 +170,7 @@ class RateEstimator:
         if dropped:
             self._counts = keep
             self._labels = {k: v for k, v in self._labels.items() if k in keep}
+            self._sizes.keep(keep)
         return dropped
 
     def to_bytes(self) -> bytes:
@@ -171,6 +184,7 @@ class RateEstimator:
             "cursor": self.cursor,
             "reports": self.reports,
             "keys": len(self._counts),
+            "sized": len(self._sizes),
         }
         head = json.dumps(header, sort_keys=True).encode()
         hashes = np.fromiter(self._counts.keys(), dtype="<u8", count=len(self._counts))
@@ -186,6 +200,7 @@ class RateEstimator:
                 counts.tobytes(),
                 lengths.tobytes(),
                 *labels,
+                self._sizes.to_bytes(),
             ]
         )
 
@@ -214,6 +229,10 @@ class RateEstimator:
             if length:
                 est._labels[h] = data[offset : offset + length].decode()
             offset += length
+        try:  # states saved before sizes were reported have no "sized" section
+            est._sizes = SizeEstimate.from_bytes(data, offset, int(header.get("sized", 0)))
+        except ValueError as exc:
+            raise RateStateError(f"rate-estimator state is corrupt: {exc}") from exc
         est._t0_ms, est._first_ms = int(header["t0_ms"]), int(header["first_ms"])
         est._ref_ms, est._total = int(header["ref_ms"]), float(header["total"])
         est.cursor, est.reports = str(header["cursor"]), int(header["reports"])

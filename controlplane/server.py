@@ -104,6 +104,9 @@ class ControlPlane:
             half_life_s=config.rate_half_life_s,
             max_keys=config.rate_max_keys,
             max_churn=config.max_churn,
+            cache_budget=config.cache_budget,
+            byte_rank=config.byte_rank,
+            prefix_sizes=config.prefix_sizes,
         )
         self.budget = ShadowBudget(
             max_requests=config.shadow_max_requests,

@@ -9,6 +9,13 @@ the recorded load, double until a probe misses the SLO (p99 TTFT ≤ ``slo_s`` a
 ``below`` = ``below_fraction`` × the knee and ``near`` = the knee. The candidate's capacity is
 searched the same way.
 
+**Long streams.** A stream longer than ``max_requests`` is *thinned evenly*: request
+``floor(i · n / max_requests)`` of the n in arrival order is kept, for i < ``max_requests``, so the
+replay covers the whole window (its key mix and how it drifts, compressed in time) rather than
+its first minutes. Loads stay absolute: a probe at q QPS scales the thinned stream's arrivals to
+q. The report states it (``replayed``: kept, of, factor) and ``recorded_qps`` is the whole
+stream's rate, where the knee search starts.
+
 **Noise and the test.** Each load is replayed with ``seeds`` policy/cluster seeds (the stream is
 fixed; the seeds change the random choices of power-of-two routing, the thing that varies between
 replays). The replay's noise is the spread of p99 over those seeds. The gate **passes** when
@@ -53,7 +60,7 @@ class ShadowSettings:
     seeds: int = 3
     below_fraction: float = 0.5
     iterations: int = 4
-    max_requests: int = 20_000  # longest replay; a longer stream is cut (its head kept)
+    max_requests: int = 20_000  # longest replay; a longer stream is thinned evenly
     timeout_s: float = 30.0
 
 
@@ -75,11 +82,21 @@ class Verdict:
     recorded_qps: float
     loads: dict[str, LoadResult] = field(default_factory=dict)
     tests: dict[str, Any] = field(default_factory=dict)
+    replayed: int = 0
+    recorded: int = 0
 
 
 def scaled(requests: Sequence[SimRequest], factor: float) -> list[SimRequest]:
     """The stream with arrival times divided by ``factor`` (factor 2 = twice the load)."""
     return [replace(r, arrival_s=r.arrival_s / factor) for r in requests]
+
+
+def thinned(ordered: Sequence[SimRequest], most: int) -> list[SimRequest]:
+    """At most ``most`` requests spread evenly over the whole stream (module docstring)."""
+    n = len(ordered)
+    if n <= most:
+        return list(ordered)
+    return [ordered[i * n // most] for i in range(most)]
 
 
 def sim_table(table: RoutingTable, ids: Sequence[str]) -> RoutingTable:
@@ -99,20 +116,28 @@ class Replayer:
     def __init__(self, requests: Sequence[SimRequest], table: RoutingTable, s: ShadowSettings):
         if len(requests) < 100:
             raise ShadowError(f"{len(requests)} requests: a replay needs at least 100")
-        head = sorted(requests, key=lambda r: r.arrival_s)[: s.max_requests]
-        start = head[0].arrival_s
-        self.requests = [replace(r, arrival_s=r.arrival_s - start) for r in head]
-        span = self.requests[-1].arrival_s
-        self.recorded_qps = len(self.requests) / span if span > 0 else float(len(self.requests))
+        ordered = sorted(requests, key=lambda r: r.arrival_s)
+        self.recorded = n = len(ordered)
+        span = ordered[-1].arrival_s - ordered[0].arrival_s
+        self.recorded_qps = n / span if span > 0 else float(n)
+        kept = thinned(ordered, s.max_requests)
+        start = kept[0].arrival_s
+        self.requests = [replace(r, arrival_s=r.arrival_s - start) for r in kept]
+        kept_span = self.requests[-1].arrival_s
+        self.replay_qps = len(kept) / kept_span if kept_span > 0 else float(len(kept))
         self.nodes = s.nodes or len(table.node_ids)
         ids = ClusterConfig(profile=s.profile, nodes=self.nodes).node_ids()
         self.table = sim_table(table, ids)
         self.settings = s
         self.runs = 0
 
+    def stream_at(self, qps: float) -> list[SimRequest]:
+        """The replayed (maybe thinned) requests with arrivals scaled to ``qps``."""
+        return scaled(self.requests, qps / self.replay_qps)
+
     def run(self, policy: str, qps: float, seed: int, *, abort: bool) -> RunMetrics:
         s = self.settings
-        stream = scaled(self.requests, qps / self.recorded_qps)
+        stream = self.stream_at(qps)
         config = ClusterConfig(
             profile=s.profile, nodes=self.nodes, warmup_s=stream[-1].arrival_s / 5,
             timeout_s=s.timeout_s, abort_above_s=s.slo_s if abort else None, seed=seed,
@@ -206,7 +231,7 @@ def shadow(
     return Verdict(
         passed=bool(improved) and not regressed, reason=reason, knee_qps=knee,
         candidate_knee_qps=cand_knee, recorded_qps=replayer.recorded_qps, loads=loads,
-        tests=tests,
+        tests=tests, replayed=len(replayer.requests), recorded=replayer.recorded,
     )  # fmt: skip
 
 
@@ -227,6 +252,11 @@ def report(verdict: Verdict) -> dict[str, Any]:
         "verdict": "pass" if verdict.passed else "fail",
         "reason": verdict.reason,
         "recorded_qps": verdict.recorded_qps,
+        "replayed": {
+            "requests": verdict.replayed,
+            "of": verdict.recorded,
+            "thinning": verdict.recorded / verdict.replayed if verdict.replayed else 1.0,
+        },
         "capacity_qps": {CANDIDATE: verdict.candidate_knee_qps, BASELINE: verdict.knee_qps},
         "loads": loads,
         "tests": verdict.tests,

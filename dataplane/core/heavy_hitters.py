@@ -12,6 +12,10 @@ folded into the summary in batches of :data:`FOLD_EVERY` with a C-speed ``Counte
 turns a hot key's thousand hits into one weighted update. The minimum is found with a lazy heap:
 entries are lower bounds of the counts, so a stale top is re-pushed with its current count until
 the top is exact (amortised O(log capacity) per eviction).
+
+Each report also carries, per top key, the key's reusable-prefix size when the router sampled it
+(:mod:`dataplane.core.prefix_sizes`): :meth:`TrafficCounter.add` says when a sample is due, and
+the caller hands that request to :attr:`TrafficCounter.sizes`.
 """
 
 from __future__ import annotations
@@ -19,11 +23,14 @@ from __future__ import annotations
 import heapq
 import time
 from collections import Counter
+from collections.abc import Collection
 from typing import NamedTuple
 
 from cacheroute.v1 import cluster_pb2
+from dataplane.core.prefix_sizes import SAMPLE_EVERY, PrefixSizes
 
 FOLD_EVERY = 1024
+_SAMPLE_MASK = SAMPLE_EVERY - 1
 
 
 class SpaceSaving:
@@ -42,6 +49,10 @@ class SpaceSaving:
 
     def __len__(self) -> int:
         return len(self._counts)
+
+    def monitored(self) -> Collection[int]:
+        """The monitored key hashes (a live view: read it before the next update)."""
+        return self._counts.keys()
 
     def update(self, key_hash: int, weight: int, label: str) -> None:
         counts = self._counts
@@ -82,22 +93,29 @@ class SpaceSaving:
 class TrafficCounter:
     """One pool's window: a key buffer folded into a :class:`SpaceSaving`, plus the total."""
 
-    __slots__ = ("_hashes", "_keys", "_summary", "total", "window_start_ms")
+    __slots__ = ("_hashes", "_keys", "_summary", "sizes", "total", "window_start_ms")
 
     def __init__(self, capacity: int) -> None:
         self._summary = SpaceSaving(capacity)
         self._hashes: list[int] = []
         self._keys: list[str] = []
+        self.sizes = PrefixSizes(2 * capacity)
         self.total = 0
         self.window_start_ms = int(time.time() * 1000)
 
-    def add(self, key_hash: int, key: str) -> None:
-        """Count one request (the hot path: two appends, a fold every FOLD_EVERY calls)."""
+    def add(self, key_hash: int, key: str) -> bool:
+        """Count one request (the hot path: two appends, a fold every FOLD_EVERY calls).
+
+        True every SAMPLE_EVERY-th call: the caller then hands this request to ``sizes.sample``
+        (FOLD_EVERY is a multiple of SAMPLE_EVERY, so the cadence is steady).
+        """
         hashes = self._hashes
         hashes.append(key_hash)
         self._keys.append(key)
-        if len(hashes) >= FOLD_EVERY:
+        n = len(hashes)
+        if n >= FOLD_EVERY:
             self.fold()
+        return not n & _SAMPLE_MASK
 
     def fold(self) -> None:
         hashes, keys = self._hashes, self._keys
@@ -117,7 +135,8 @@ class TrafficCounter:
         built on another thread.
         """
         self.fold()
-        window = Window(self._summary, self.total, self.window_start_ms, now_ms)
+        sizes = self.sizes.take(self._summary.monitored())
+        window = Window(self._summary, self.total, self.window_start_ms, now_ms, sizes)
         self.window_start_ms = now_ms
         if self.total == 0:
             return None
@@ -138,6 +157,7 @@ class Window(NamedTuple):
     total: int
     start_ms: int
     end_ms: int
+    sizes: dict[int, tuple[int, int]]  # key → (shared prefix blocks summed, comparisons)
 
     def report(self, router_id: str, pool: str) -> cluster_pb2.TrafficReport:
         report = cluster_pb2.TrafficReport(
@@ -148,6 +168,14 @@ class Window(NamedTuple):
             total_requests=self.total,
         )
         add = report.top_keys.add
+        sizes = self.sizes
         for key_hash, label, count, error in self.summary.top():
-            add(key_hash=key_hash, key=label, count=count, error=error)
+            sized = sizes.get(key_hash)
+            if sized is None:
+                add(key_hash=key_hash, key=label, count=count, error=error)
+            else:
+                add(
+                    key_hash=key_hash, key=label, count=count, error=error,
+                    reusable_prefix_blocks=sized[0] / sized[1], prefix_samples=sized[1],
+                )  # fmt: skip
         return report

@@ -237,7 +237,9 @@ class Router:
         if outcome is None:
             outcome = state.outcomes[decision] = self._outcome(state, *decision)
         if counted:
-            state.traffic.add(inp.key_hash, inp.key)
+            traffic = state.traffic
+            if traffic.add(inp.key_hash, inp.key):  # a prefix-size sample is due
+                traffic.sizes.sample(inp, request[1] if state.uses_blocks else None)
         sampler = self.sampler
         if sampler is not None and sampler.hit():
             sampler.add(inp, outcome, now)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -125,3 +126,41 @@ async def test_tracker_folds_the_stream_saves_state_and_resumes_without_double_c
     await restarted.update(term=1)
     await restarted.update(term=1)
     assert (await load_estimator(stores, "default", 60.0, 1000)).reports == 5
+
+
+def sized(report: cluster_pb2.TrafficReport, sizes: dict[str, tuple[float, int]]) -> None:
+    for kc in report.top_keys:
+        if kc.key in sizes:
+            kc.reusable_prefix_blocks, kc.prefix_samples = sizes[kc.key]
+
+
+def test_reported_prefix_sizes_are_sample_weighted_across_routers_and_saved() -> None:
+    est = RateEstimator(60.0, max_keys=10)
+    one = traffic("r1", 0, {"a": 30, "b": 5, "c": 5}, total=40)
+    sized(one, {"a": (100.0, 3), "b": (0.0, 1)})
+    two = traffic("r2", 0, {"a": 30}, total=30)
+    sized(two, {"a": (20.0, 1)})
+    est.observe(one)
+    est.observe(two)
+    got = {est.snapshot().labels[h]: s for h, s in est.snapshot().prefix_blocks.items()}
+    assert got == pytest.approx({"a": (3 * 100 + 20) / 4, "b": 0.0})  # c: never sampled
+    again = RateEstimator.from_bytes(est.to_bytes(), 60.0, max_keys=10)
+    assert again.snapshot().prefix_blocks == pytest.approx(est.snapshot().prefix_blocks)
+    for window in range(1, 200):  # 100 half-lives: rebases and prunes keep the means
+        est.observe(traffic("r1", window, {"a": 30}, total=30, window_s=30))
+        est.prune()
+    assert set(est.snapshot().prefix_blocks) == {hash_key("a")}
+    assert est.snapshot().prefix_blocks[hash_key("a")] == pytest.approx(80.0)
+
+
+def test_a_state_saved_before_sizes_were_reported_still_loads() -> None:
+    est = RateEstimator(60.0)
+    est.observe(traffic("r1", 0, {"a": 30}, total=30))
+    data = est.to_bytes()
+    head_len = int.from_bytes(data[4:8], "little")
+    header = json.loads(data[8 : 8 + head_len])
+    del header["sized"]
+    head = json.dumps(header, sort_keys=True).encode()
+    old = data[:4] + len(head).to_bytes(4, "little") + head + data[8 + head_len :]
+    loaded = RateEstimator.from_bytes(old, 60.0, max_keys=10)
+    assert rates_by_key(loaded) == rates_by_key(est) and loaded.snapshot().prefix_blocks == {}

@@ -5,13 +5,27 @@ and the load scaling behave as documented."""
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 import pytest
 
+from cachectl.sim_gate_cmd import print_shadow
+from dataplane.core.keys import hash_key
 from sim import presets
 from sim.engine_model import get_profile
 from sim.planning import make_stream, plan_for
-from sim.shadow_replay import ShadowError, ShadowSettings, report, scaled, shadow, welch
+from sim.shadow_replay import (
+    Replayer,
+    ShadowError,
+    ShadowSettings,
+    Verdict,
+    report,
+    scaled,
+    shadow,
+    thinned,
+    welch,
+)
+from sim.types import SimRequest
 from sim.workloads.registry import make_workload
 
 # Single-destination knees measured by sim.calibration.single_destination_knee (the default
@@ -75,3 +89,52 @@ def test_a_tiny_stream_or_bad_settings_are_refused() -> None:
         shadow(stream.requests, table, ShadowSettings(profile=profile))
     with pytest.raises(ShadowError, match="seeds"):
         shadow(stream.requests, table, ShadowSettings(profile=profile, seeds=1))
+
+
+def drifting(n: int, span_s: float) -> list[SimRequest]:
+    """``n`` requests over ``span_s``: key "early" in the first half, "late" in the second."""
+    return [
+        SimRequest(arrival_s=i * span_s / n, key="early" if i < n // 2 else "late",
+                   key_hash=hash_key("early" if i < n // 2 else "late"), blocks=(1, 2),
+                   prompt_tokens=100, output_tokens=10)
+        for i in range(n)
+    ]  # fmt: skip
+
+
+def test_a_long_stream_is_thinned_evenly_over_its_whole_window_not_cut_to_its_head() -> None:
+    stream = drifting(3000, 600.0)
+    kept = thinned(stream, 1000)
+    assert len(kept) == 1000 and kept[0] is stream[0]
+    assert kept[-1].arrival_s >= 600.0 - 3 * 600.0 / 3000  # reaches the window's end
+    assert Counter(r.key for r in kept) == {"early": 500, "late": 500}  # the drift survives
+    assert thinned(stream[:999], 1000) == stream[:999]
+
+
+def test_a_thinned_replay_keeps_absolute_loads_and_reports_the_thinning() -> None:
+    stream = drifting(3000, 600.0)  # 5 QPS recorded
+    small = make_stream(make_workload("paper"), qps=10.0, duration_s=5.0, seed=1,
+                        prior_window_s=5.0)  # fmt: skip
+    table = plan_for("lpt", small, NODES, q_cap=12.0)
+    assert table is not None
+    profile = get_profile(presets.preset_for("paper").profile)
+    settings = ShadowSettings(profile=profile, max_requests=1000)
+    replayer = Replayer(stream, table, settings)
+    assert replayer.recorded == 3000 and len(replayer.requests) == 1000
+    assert replayer.recorded_qps == pytest.approx(5.0, rel=0.01)  # the whole stream's rate
+    at = replayer.stream_at(40.0)
+    assert len(at) / at[-1].arrival_s == pytest.approx(40.0, rel=0.01)
+
+
+def test_the_report_and_its_human_form_state_the_thinning(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    verdict = Verdict(passed=False, reason="r", knee_qps=10.0, candidate_knee_qps=9.0,
+                      recorded_qps=100.0, tests={"slo_s": 3.5}, replayed=20_000,
+                      recorded=60_000)  # fmt: skip
+    document = report(verdict)
+    assert document["replayed"] == {"requests": 20_000, "of": 60_000, "thinning": 3.0}
+    print_shadow(document)
+    assert "replayed 20,000 of 60,000 requests, thinned evenly" in capsys.readouterr().out
+    whole = report(Verdict(False, "r", 1.0, 1.0, 1.0, tests={"slo_s": 3.5}, replayed=5, recorded=5))
+    print_shadow(whole)
+    assert "thinned" not in capsys.readouterr().out

@@ -268,11 +268,20 @@ class KeyCount(_message.Message):
     KEY_FIELD_NUMBER: _builtins.int
     COUNT_FIELD_NUMBER: _builtins.int
     ERROR_FIELD_NUMBER: _builtins.int
+    REUSABLE_PREFIX_BLOCKS_FIELD_NUMBER: _builtins.int
+    PREFIX_SAMPLES_FIELD_NUMBER: _builtins.int
     key_hash: _builtins.int
     key: _builtins.str
     count: _builtins.int
     error: _builtins.int
     """Space-Saving overestimation bound: the true count is in [count - error, count]."""
+    reusable_prefix_blocks: _builtins.float
+    """The key's reusable prefix as the router saw it: the mean number of leading prefix blocks a
+    sampled request shared with the key's previous sampled request (a lower bound within 1/8
+    past 16 blocks, dataplane/core/prefix_sizes.py), over prefix_samples comparisons in this
+    window. prefix_samples = 0: unknown (older routers, or no two samples of the key yet).
+    """
+    prefix_samples: _builtins.int
     def __init__(
         self,
         *,
@@ -280,10 +289,12 @@ class KeyCount(_message.Message):
         key: _builtins.str = ...,
         count: _builtins.int = ...,
         error: _builtins.int = ...,
+        reusable_prefix_blocks: _builtins.float = ...,
+        prefix_samples: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["count", b"count", "error", b"error", "key", b"key", "key_hash", b"key_hash"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["count", b"count", "error", b"error", "key", b"key", "key_hash", b"key_hash", "prefix_samples", b"prefix_samples", "reusable_prefix_blocks", b"reusable_prefix_blocks"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
