@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dataplane.core.load_view import LoadView, NodeSet
+from dataplane.core.load_view import LoadView, NodeSet, bind_with_memo
 from dataplane.core.policies import Policy, Request, make_policy
 from dataplane.core.table import RoutingTable
 from sim.engine_model import EngineProfile
@@ -121,7 +121,8 @@ class Cluster:
         ]
         self.routers = []
         for r in range(max(1, config.routers)):
-            view = LoadView(node_set, table=table)
+            view = LoadView(node_set)
+            view.table = bind_with_memo(table, node_set)  # as the live router binds it
             instance = make_policy(policy, seed=config.seed * 1009 + r, **config.policy_params)
             self.routers.append(_Router(instance, view))
         self.jobs: list[Job] = []

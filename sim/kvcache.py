@@ -21,9 +21,18 @@ from collections.abc import Sequence
 
 
 class PrefixCache:
-    """Block cache with pinning, LRU eviction of unpinned blocks and reservations."""
+    """Block cache with pinning, LRU eviction of unpinned blocks and reservations.
 
-    __slots__ = ("_evictable", "_refs", "capacity", "evictions", "reserved")
+    One ordered map holds every cached block with its pin count. The unpinned blocks appear in
+    it in the order they last became evictable (released, stored or warmed), oldest first, which
+    is the eviction order. A block that gets pinned is left where it is, and eviction skips the
+    pinned blocks it meets on the way (moving them to the back, where their position does not
+    matter: a pinned block is moved to the back again when it is released). So pinning costs no
+    reordering, and every block lives in one table (the simulator's hottest cost is memory
+    accesses in these tables).
+    """
+
+    __slots__ = ("_blocks", "_unpinned", "capacity", "evictions", "reserved")
 
     def __init__(self, capacity_blocks: int) -> None:
         if capacity_blocks <= 0:
@@ -31,33 +40,33 @@ class PrefixCache:
         self.capacity = capacity_blocks
         self.reserved = 0  # anonymous blocks promised to admitted requests
         self.evictions = 0
-        self._refs: dict[int, int] = {}  # cached block hash -> pin count (0 = evictable)
-        self._evictable: OrderedDict[int, None] = OrderedDict()  # pin count 0, oldest first
+        self._blocks: OrderedDict[int, int] = OrderedDict()  # cached block -> pin count
+        self._unpinned = 0  # cached blocks with pin count 0 (evictable)
 
     # -- queries --------------------------------------------------------------------------------
 
     @property
     def used(self) -> int:
         """Blocks cached (pinned or evictable) plus blocks reserved."""
-        return len(self._refs) + self.reserved
+        return len(self._blocks) + self.reserved
 
     @property
     def pinned(self) -> int:
-        return len(self._refs) - len(self._evictable)
+        return len(self._blocks) - self._unpinned
 
     def __contains__(self, block: int) -> bool:
-        return block in self._refs
+        return block in self._blocks
 
     def __len__(self) -> int:
-        return len(self._refs)
+        return len(self._blocks)
 
     def match(self, blocks: Sequence[int]) -> tuple[int, int]:
         """(length of the leading run of cached blocks, how many of those are evictable now)."""
-        refs = self._refs
+        cached = self._blocks
         hit = 0
         unpinned = 0
         for block in blocks:
-            count = refs.get(block)
+            count = cached.get(block)
             if count is None:
                 break
             hit += 1
@@ -67,6 +76,17 @@ class PrefixCache:
 
     # -- admission and release --------------------------------------------------------------------
 
+    def _evict_one(self) -> None:
+        """Drop the least recently released unpinned block (one must exist)."""
+        cached = self._blocks
+        while True:
+            block, count = cached.popitem(last=False)
+            if count == 0:
+                break
+            cached[block] = count  # pinned: back of the order, skipped until released
+        self._unpinned -= 1
+        self.evictions += 1
+
     def admit(self, blocks: Sequence[int], hit: int, unpinned: int, reserve: int) -> bool:
         """Pin ``blocks[:hit]`` and reserve ``reserve`` more blocks, evicting LRU blocks as needed.
 
@@ -74,22 +94,19 @@ class PrefixCache:
         False, changing nothing, when the space cannot be found even by evicting every evictable
         block that is not part of this request's hit.
         """
-        free = self.capacity - len(self._refs) - self.reserved
-        if free + len(self._evictable) - unpinned < reserve:
+        cached = self._blocks
+        free = self.capacity - len(cached) - self.reserved
+        if free + self._unpinned - unpinned < reserve:
             return False
-        refs = self._refs
-        evictable = self._evictable
+        pinned_now = 0  # not ``unpinned``: a block repeated in ``blocks`` counts once here
         for block in blocks[:hit]:
-            count = refs[block]
+            count = cached[block]
+            cached[block] = count + 1
             if count == 0:
-                del evictable[block]
-            refs[block] = count + 1
-        shortfall = reserve - free
-        while shortfall > 0:
-            block, _ = evictable.popitem(last=False)
-            del refs[block]
-            self.evictions += 1
-            shortfall -= 1
+                pinned_now += 1
+        self._unpinned -= pinned_now
+        for _ in range(reserve - free):
+            self._evict_one()
         self.reserved += reserve
         return True
 
@@ -98,16 +115,15 @@ class PrefixCache:
 
         A block another request cached meanwhile is pinned instead and its reservation returned.
         """
-        refs = self._refs
-        evictable = self._evictable
+        cached = self._blocks
         for block in blocks:
-            count = refs.get(block)
+            count = cached.get(block)
             if count is None:
-                refs[block] = 1
+                cached[block] = 1
             else:
                 if count == 0:
-                    del evictable[block]
-                refs[block] = count + 1
+                    self._unpinned -= 1
+                cached[block] = count + 1
         self.reserved -= len(blocks)
 
     def store(self, blocks: Sequence[int], reserved: int) -> int:
@@ -119,26 +135,23 @@ class PrefixCache:
         released block; a block that finds no space is dropped. Call before :meth:`release`, so
         the output (the sequence's tail) is older than the prompt and evicted first.
         """
-        refs = self._refs
-        evictable = self._evictable
+        cached = self._blocks
         used = 0
         for block in reversed(blocks):
-            count = refs.get(block)
+            count = cached.get(block)
             if count is not None:
                 if count == 0:
-                    evictable.move_to_end(block)
+                    cached.move_to_end(block)
                 continue
             if used < reserved:
                 used += 1
                 self.reserved -= 1
-            elif len(refs) + self.reserved >= self.capacity:
-                if not evictable:
+            elif len(cached) + self.reserved >= self.capacity:
+                if not self._unpinned:
                     continue
-                old, _ = evictable.popitem(last=False)
-                del refs[old]
-                self.evictions += 1
-            refs[block] = 0
-            evictable[block] = None
+                self._evict_one()
+            cached[block] = 0
+            self._unpinned += 1
         return used
 
     def warm(self, recent_first: Sequence[int]) -> None:
@@ -148,20 +161,23 @@ class PrefixCache:
         distinct blocks in recency order; :mod:`sim.steady` computes that list from a replay of
         the preceding window, and this installs it. Extra blocks past the capacity are ignored.
         """
-        if self._refs or self.reserved:
+        if self._blocks or self.reserved:
             raise ValueError("warm() needs an empty cache")
         keep = list(recent_first[: self.capacity])
         keep.reverse()
-        self._refs = dict.fromkeys(keep, 0)
-        self._evictable = OrderedDict.fromkeys(keep)
+        self._blocks = OrderedDict.fromkeys(keep, 0)
+        self._unpinned = len(self._blocks)
 
     def release(self, blocks: Sequence[int], reserved: int) -> None:
         """Unpin a finished request's cached ``blocks`` and return its ``reserved`` blocks."""
-        refs = self._refs
-        evictable = self._evictable
+        cached = self._blocks
+        to_back = cached.move_to_end
+        freed = 0
         for block in reversed(blocks):
-            count = refs[block] - 1
-            refs[block] = count
+            count = cached[block] - 1
+            cached[block] = count
             if count == 0:
-                evictable[block] = None
+                to_back(block)
+                freed += 1
+        self._unpinned += freed
         self.reserved -= reserved

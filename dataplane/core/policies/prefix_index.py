@@ -31,9 +31,22 @@ from dataplane.core.load_view import NodeSet
 
 
 class PrefixIndex:
-    """Per-node block LRUs plus a global block → owner-bitmask map (module docstring)."""
+    """Per-node block LRUs plus a global block → owner-bitmask map (module docstring).
 
-    __slots__ = ("_lru", "_owners", "max_blocks_per_node", "nodes")
+    Speed (same answers): a node's LRU order matters only once it must evict. Until its block
+    count first exceeds the cap, a node keeps a *touch log* instead (the blocks in touch order,
+    appended in C) and a count of its distinct blocks; the owner mask says whether a block is
+    new to it. The LRU order is then rebuilt from the log (order of last touch, exactly what
+    refreshing each block in turn gives) and kept as an ordered map from there on. The log is
+    compacted to its distinct blocks whenever it grows past ``LOG_SLACK`` times their number, so
+    it stays bounded. An index whose cap is never reached (SGLang's 2**20 blocks per node) never
+    orders.
+    """
+
+    LOG_SLACK = 4  # a logging node's log is compacted past this many times its distinct blocks
+    LOG_MIN = 4096  # ... plus this many entries
+
+    __slots__ = ("_count", "_log", "_lru", "_owners", "max_blocks_per_node", "nodes")
 
     def __init__(self, nodes: NodeSet, max_blocks_per_node: int) -> None:
         if max_blocks_per_node < 1:
@@ -41,7 +54,10 @@ class PrefixIndex:
         self.nodes = nodes
         self.max_blocks_per_node = max_blocks_per_node
         self._owners: dict[int, int] = {}
-        self._lru: list[OrderedDict[int, None]] = [OrderedDict() for _ in nodes.ids]
+        count = len(nodes.ids)
+        self._lru: list[OrderedDict[int, None] | None] = [None] * count  # None: still logging
+        self._log: list[list[int]] = [[] for _ in range(count)]
+        self._count = [0] * count  # distinct blocks of a logging node
 
     def match(self, blocks: Sequence[int], allowed: int) -> tuple[int, int]:
         """``(depth, holders)``: longest leading run held by an allowed node, and who holds it."""
@@ -60,14 +76,31 @@ class PrefixIndex:
         """Record that ``node`` served ``blocks`` now (refresh, set bits, evict past the cap)."""
         lru = self._lru[node]
         owners = self._owners
-        refresh = lru.move_to_end
         bit = 1 << node
-        for block in reversed(blocks):  # deepest first: the root ends most recently used
-            if block in lru:
-                refresh(block)
-            else:
-                lru[block] = None
-                owners[block] = owners.get(block, 0) | bit
+        if lru is None:
+            new = 0
+            for block in blocks:
+                mask = owners.get(block, 0)
+                if not mask & bit:
+                    owners[block] = mask | bit
+                    new += 1
+            log = self._log[node]
+            log.extend(reversed(blocks))  # deepest first: the root ends most recently used
+            count = self._count[node] = self._count[node] + new
+            if count <= self.max_blocks_per_node:
+                if len(log) > self.LOG_SLACK * count + self.LOG_MIN:
+                    log[:] = _by_last_touch(log)
+                return
+            lru = self._lru[node] = OrderedDict.fromkeys(_by_last_touch(log))
+            self._log[node] = []
+        else:
+            refresh = lru.move_to_end
+            for block in reversed(blocks):  # deepest first: the root ends most recently used
+                if block in lru:
+                    refresh(block)
+                else:
+                    lru[block] = None
+                    owners[block] = owners.get(block, 0) | bit
         excess = len(lru) - self.max_blocks_per_node
         if excess > 0:
             keep = ~bit
@@ -81,7 +114,8 @@ class PrefixIndex:
 
     def block_count(self, node: int) -> int:
         """Blocks recorded for ``node`` (SGLang's "tree size")."""
-        return len(self._lru[node])
+        lru = self._lru[node]
+        return self._count[node] if lru is None else len(lru)
 
     def holders(self, block: int) -> int:
         """Bitmask of the nodes holding ``block``."""
@@ -90,6 +124,13 @@ class PrefixIndex:
     def __len__(self) -> int:
         """Distinct blocks held by any node."""
         return len(self._owners)
+
+
+def _by_last_touch(log: list[int]) -> list[int]:
+    """The distinct blocks of a touch log, least recently touched first."""
+    newest_first = list(dict.fromkeys(reversed(log)))
+    newest_first.reverse()
+    return newest_first
 
 
 def index_for(cached: PrefixIndex | None, nodes: NodeSet, max_blocks_per_node: int) -> PrefixIndex:
