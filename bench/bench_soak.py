@@ -107,10 +107,25 @@ class Cluster:
             while True:
                 reply = await nodes.ListNodes(admin_pb2.ListNodesRequest(pool="default"))
                 if len(reply.nodes) == 4 and all(n.load.healthy for n in reply.nodes):
-                    return
+                    break
                 if time.monotonic() > deadline:
                     raise RuntimeError("the engines never became healthy")
                 await asyncio.sleep(0.2)
+        await self._routing(deadline)
+
+    async def _routing(self, deadline: float) -> None:
+        """Until the router answers: it learns the nodes from the next load snapshot and until
+        then rightly says the pool has no destinations yet (a start-up wait, not an error)."""
+        async with grpc.aio.insecure_channel(self.router_address) as channel:
+            stub = routing_pb2_grpc.RouterServiceStub(channel)
+            while True:
+                try:
+                    await stub.Route(routing_pb2.RouteRequest(key="ready"), timeout=5)
+                    return
+                except grpc.aio.AioRpcError:
+                    if time.monotonic() > deadline:
+                        raise
+                await asyncio.sleep(0.1)
 
     def stop(self) -> None:
         stop_all(list(reversed(self.procs)), grace_s=5.0)
@@ -118,8 +133,13 @@ class Cluster:
 
 
 async def load(
-    address: str, rate: float, until: float, samples: list[tuple[float, float, bool]]
+    address: str,
+    rate: float,
+    until: float,
+    samples: list[tuple[float, float, bool]],
+    errors: list[str],
 ) -> None:
+    """Route calls at ``rate`` from 8 callers; the first 20 failures' codes go to ``errors``."""
     rng = random.Random(1)
     weights = np.array([1 / (k + 1) ** 1.1 for k in range(2000)])
     keys = [f"tenant-{k}" for k in rng.choices(range(2000), weights=list(weights), k=100_000)]
@@ -136,8 +156,10 @@ async def load(
                 ok = True
                 try:
                     await stub.Route(routing_pb2.RouteRequest(key=keys[i % len(keys)]), timeout=5)
-                except grpc.aio.AioRpcError:
+                except grpc.aio.AioRpcError as exc:
                     ok = False
+                    if len(errors) < 20:
+                        errors.append(f"{exc.code().name}: {exc.details()}")
                 samples.append((time.time(), time.perf_counter() - started, ok))
                 next_at += interval
                 i += 8
@@ -168,6 +190,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     try:
         await cluster.ready()
         samples: list[tuple[float, float, bool]] = []
+        errors: list[str] = []
         rollout_log: list[dict[str, Any]] = []
         rss: list[tuple[float, float, float]] = []
         started = time.time()
@@ -179,11 +202,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 await asyncio.sleep(args.bucket / 4)
 
         await asyncio.gather(
-            load(cluster.router_address, args.rate, until, samples),
+            load(cluster.router_address, args.rate, until, samples, errors),
             rollouts(cluster.cp_address, args.rollout_every, until, rollout_log),
             sample_rss(),
         )
-        return summarize(args, started, samples, rollout_log, rss)
+        return summarize(args, started, samples, rollout_log, rss) | {"first_errors": errors}
     finally:
         cluster.stop()
 
@@ -239,6 +262,8 @@ def main() -> int:
         row = (b["bucket"], b["calls"], b["errors"], b["p50_us"], b["p99_us"])
         print("{:6}  {:5}  {:6}  {:6}  {:6}".format(*row), end="")
         print(f"  {b['router_rss_mib']:10}  {b['controlplane_rss_mib']:6}")
+    for error in result["first_errors"]:
+        print("error:", error)
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))
     return 0 if result["errors"] == 0 else 1
