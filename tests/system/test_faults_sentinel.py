@@ -90,16 +90,25 @@ class Topology:
         return None
 
     def ready(self) -> bool:
+        """The replica is attached, and every sentinel knows it and the other two sentinels.
+
+        Sentinels learn replicas from the primary's INFO (every 10 s) and each other through
+        hello messages; a primary killed before that has no replica any sentinel could promote.
+        """
         try:
             client = redis_py.Redis(port=self.primary.port, socket_timeout=0.5)
             info = client.info("replication")
             client.close()
-            sentinels = redis_py.Redis(port=self.sentinel_ports[0], socket_timeout=0.5)
-            known = sentinels.execute_command("SENTINEL", "sentinels", SERVICE)
-            sentinels.close()
+            for port in self.sentinel_ports:
+                sentinel = redis_py.Redis(port=port, socket_timeout=0.5)
+                peers = sentinel.execute_command("SENTINEL", "sentinels", SERVICE)
+                replicas = sentinel.execute_command("SENTINEL", "replicas", SERVICE)
+                sentinel.close()
+                if len(peers) < 2 or len(replicas) < 1:
+                    return False
         except redis_py.RedisError:
             return False
-        return int(info.get("connected_slaves", 0)) >= 1 and len(known) >= 2
+        return int(info.get("connected_slaves", 0)) >= 1
 
     def stop(self) -> None:
         for proc in self.procs:
@@ -112,7 +121,7 @@ class Topology:
 def topology(tmp_path: Path) -> Iterator[Topology]:
     topo = Topology(tmp_path)
     try:
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 30
         while not topo.ready():
             assert time.monotonic() < deadline, "sentinel topology did not come up"
             time.sleep(0.2)
