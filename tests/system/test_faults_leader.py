@@ -14,12 +14,13 @@ from __future__ import annotations
 import asyncio
 import signal
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from cacheroute_state.embedded import EmbeddedRedis
-from tests.support.faults import Fleet, RouteProbe, list_nodes, until
+from tests.support.faults import Fleet, Proc, RouteProbe, list_nodes, until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.redis, pytest.mark.grpc, pytest.mark.slow,
               pytest.mark.timeout(180)]  # fmt: skip
@@ -29,35 +30,67 @@ CP_FLAGS = ("--leader-lease-ttl", "1", "--load-publish-interval", "0.25",
 RECOVERY_BOUND_S = 15.0  # agents' backoff tops out at 5 s; a stream then joins at once
 
 
+@dataclass
+class TwoControlPlanes:
+    """cp-1 (the leader) and cp-2, four engines with their agents, and a probe on the router."""
+
+    cp1: Proc
+    cp2: Proc
+    address1: str
+    address2: str
+    agents: Proc
+    probe: RouteProbe
+
+
+async def four_healthy(address: str) -> bool:
+    statuses = await list_nodes(address)
+    return len(statuses) == 4 and all(s.load.healthy for s in statuses)
+
+
+async def two_control_planes_routing(
+    fleet: Fleet, redis: EmbeddedRedis, *, both_to_agents: bool
+) -> TwoControlPlanes:
+    """Start the fleet and return once the router routes over all four healthy nodes; the
+    agents get cp-1's address only (pinned) or both, the leader's first."""
+    cp1 = fleet.controlplane("cp-1", redis.url, *CP_FLAGS)
+    address1 = (await cp1.logged("control plane serving", "listen"))[0]
+    await cp1.logged("became leader", "instance")
+    cp2 = fleet.controlplane("cp-2", redis.url, *CP_FLAGS)
+    address2 = (await cp2.logged("control plane serving", "listen"))[0]
+    engines = fleet.engines("engines", 4)
+    urls = await engines.logged("engine serving", "url", 4)
+    nodes = {f"sim-{i}": url for i, url in enumerate(urls)}
+    targets = f"{address1},{address2}" if both_to_agents else address1
+    agents = fleet.agents("agents", targets, nodes)
+    router = fleet.router("router", redis.url)
+    router_address = (await router.logged("router serving", "address"))[0]
+    await until(lambda: four_healthy(address2), 30, "four healthy nodes")
+    probe = RouteProbe(router_address).start()
+
+    async def routes_everywhere() -> bool:  # the router has applied a snapshot of all four
+        return len({o for _, o in probe.outcomes[-200:] if not o.startswith("error")}) == 4
+
+    await until(routes_everywhere, 20, "the router routes over all four nodes")
+    return TwoControlPlanes(cp1, cp2, address1, address2, agents, probe)
+
+
 async def test_killing_the_leader_with_agents_pinned_to_it_fails_no_route_call(
     tmp_path: Path,
 ) -> None:
     redis = EmbeddedRedis().start()
     fleet = Fleet(tmp_path / "logs")
     try:
-        cp1 = fleet.controlplane("cp-1", redis.url, *CP_FLAGS)
-        address1 = (await cp1.logged("control plane serving", "listen"))[0]
-        await cp1.logged("became leader", "instance")
-        cp2 = fleet.controlplane("cp-2", redis.url, *CP_FLAGS)
-        address2 = (await cp2.logged("control plane serving", "listen"))[0]
-        engines = fleet.engines("engines", 4)
-        urls = await engines.logged("engine serving", "url", 4)
-        nodes = {f"sim-{i}": url for i, url in enumerate(urls)}
-        fleet.agents("agents", address1, nodes)
-        router = fleet.router("router", redis.url)
-        router_address = (await router.logged("router serving", "address"))[0]
+        run = await two_control_planes_routing(fleet, redis, both_to_agents=False)
+        cp1, cp2, address1, address2, probe = (
+            run.cp1,
+            run.cp2,
+            run.address1,
+            run.address2,
+            run.probe,
+        )
 
         async def all_healthy() -> bool:
-            statuses = await list_nodes(address2)
-            return len(statuses) == 4 and all(s.load.healthy for s in statuses)
-
-        await until(all_healthy, 30, "four healthy nodes")
-        probe = RouteProbe(router_address).start()
-
-        async def routes_everywhere() -> bool:  # the router has applied a snapshot of all four
-            return len({o for _, o in probe.outcomes[-200:] if not o.startswith("error")}) == 4
-
-        await until(routes_everywhere, 20, "the router routes over all four nodes")
+            return await four_healthy(address2)
 
         cp1.signal(signal.SIGKILL)
         killed_at = time.time()
@@ -96,30 +129,8 @@ async def test_agents_given_every_address_follow_to_the_survivor_and_no_node_goe
     redis = EmbeddedRedis().start()
     fleet = Fleet(tmp_path / "logs")
     try:
-        cp1 = fleet.controlplane("cp-1", redis.url, *CP_FLAGS)
-        address1 = (await cp1.logged("control plane serving", "listen"))[0]
-        await cp1.logged("became leader", "instance")
-        cp2 = fleet.controlplane("cp-2", redis.url, *CP_FLAGS)
-        address2 = (await cp2.logged("control plane serving", "listen"))[0]
-        engines = fleet.engines("engines", 4)
-        urls = await engines.logged("engine serving", "url", 4)
-        nodes = {f"sim-{i}": url for i, url in enumerate(urls)}
-        # the dead leader first: every agent starts on it
-        agents = fleet.agents("agents", f"{address1},{address2}", nodes)
-        router = fleet.router("router", redis.url)
-        router_address = (await router.logged("router serving", "address"))[0]
-
-        async def all_healthy() -> bool:
-            statuses = await list_nodes(address2)
-            return len(statuses) == 4 and all(s.load.healthy for s in statuses)
-
-        await until(all_healthy, 30, "four healthy nodes")
-        probe = RouteProbe(router_address).start()
-
-        async def routes_everywhere() -> bool:  # the router has applied a snapshot of all four
-            return len({o for _, o in probe.outcomes[-200:] if not o.startswith("error")}) == 4
-
-        await until(routes_everywhere, 20, "the router routes over all four nodes")
+        run = await two_control_planes_routing(fleet, redis, both_to_agents=True)
+        cp1, address2, probe, agents = run.cp1, run.address2, run.probe, run.agents
         cp1.signal(signal.SIGKILL)
         killed_at = time.time()
         worst = 4
