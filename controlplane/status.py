@@ -48,6 +48,11 @@ async def pool_status(
     stores: Stores, pool: str, now_ms: int, liveness: Liveness, ttft_of: TtftOf | None = None
 ) -> admin_pb2.PoolStatus:
     status = admin_pb2.PoolStatus(pool=pool)
+    # The guard and the automatic mode are read before the pointer: the live guard moves the
+    # pointer first and records its decision after, so a decision seen here is never newer
+    # than the pointer shown with it.
+    guard = await stores.plans.get_guard(pool)
+    mode = await stores.plans.get_auto_mode(pool)
     active = await stores.plans.get_active(pool)
     if active is not None:
         status.active.CopyFrom(active)
@@ -64,10 +69,8 @@ async def pool_status(
         status.last_verdicts.append(
             admin_pb2.VersionVerdict(version=meta.version, verdict=meta.verdict)
         )
-    mode = await stores.plans.get_auto_mode(pool)
     if mode is not None:
         status.auto_mode.CopyFrom(mode)
-    guard = await stores.plans.get_guard(pool)
     if guard is not None:
         status.guard.CopyFrom(guard)
     if ttft_of is not None:
