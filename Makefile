@@ -1,6 +1,8 @@
 # Two commands set everything up on a fresh machine:  make demo   and   make test
 PYTHON ?= python3
 VENV ?= .venv
+# Test worker processes (pytest-xdist); TEST_WORKERS=0 runs the suite in one process.
+TEST_WORKERS ?= 4
 PY := $(VENV)/bin/python
 
 .PHONY: demo test check lint typecheck proto proto-check bench clean mutate
@@ -15,7 +17,7 @@ demo: $(VENV)/.installed
 	$(VENV)/bin/cachectl demo
 
 test: $(VENV)/.installed
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS)
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .

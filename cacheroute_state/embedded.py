@@ -70,9 +70,10 @@ class EmbeddedRedis:
         bind: str = "127.0.0.1",
     ) -> None:
         self.port = port or free_port()
+        self._port_chosen_here = not port  # may move to another free port if this one is taken
         self.bind = bind
-        host = "127.0.0.1" if bind in ("0.0.0.0", "::", "") else bind
-        self.url = f"redis://{host}:{self.port}/0"
+        self._host = "127.0.0.1" if bind in ("0.0.0.0", "::", "") else bind
+        self.url = f"redis://{self._host}:{self.port}/0"
         self.data_dir = data_dir
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         if data_dir is None:
@@ -83,21 +84,30 @@ class EmbeddedRedis:
             data_dir.mkdir(parents=True, exist_ok=True)
             self.dir = data_dir
             persistence = ["--save", "", "--appendonly", "yes", "--appendfsync", "everysec"]
-        self.args = [
+        self._persistence = persistence
+        # redis-server logs to stdout by default, which nobody reads: why it exited goes here
+        self.log_path = self.dir / "redis-server.log"
+        self._log_start = 0
+        self.args = self._args()
+        self._process: subprocess.Popen[bytes] | None = None
+        self.restarts = 0
+
+    def _args(self) -> list[str]:
+        return [
             find_redis_server(),
             "--port", str(self.port),
-            "--bind", bind,
+            "--bind", self.bind,
             "--dir", str(self.dir),
             "--daemonize", "no",
             "--protected-mode", "no",
             "--loglevel", "warning",
-            *persistence,
+            "--logfile", str(self.log_path),
+            *self._persistence,
         ]  # fmt: skip
-        self._process: subprocess.Popen[bytes] | None = None
-        self.restarts = 0
 
     def spawn(self) -> None:
         """Start the process (no waiting); call from the thread that outlives it."""
+        self._log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
         self._process = subprocess.Popen(  # no preexec_fn: see servekit.processes
             guarded(self.args), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
         )
@@ -111,10 +121,11 @@ class EmbeddedRedis:
         try:
             while True:
                 if process.poll() is not None:
-                    err = process.stderr.read().decode() if process.stderr else ""
-                    raise EmbeddedRedisError(self._exit_message(err.strip()))
+                    raise EmbeddedRedisError(self._exit_message(self._exit_output(process)))
                 try:
-                    if client.ping():
+                    # The port was free when chosen; whoever took it since may answer PING
+                    # before our server exits on "address in use": only our own pid counts.
+                    if client.ping() and client.info("server")["process_id"] == process.pid:
                         return self
                 except redis.RedisError:
                     if time.monotonic() > deadline:
@@ -126,6 +137,17 @@ class EmbeddedRedis:
         finally:
             client.close()
 
+    def _exit_output(self, process: subprocess.Popen[bytes]) -> str:
+        """What the exited server said: its stderr and the last lines of its log."""
+        err = process.stderr.read().decode() if process.stderr else ""
+        try:
+            with self.log_path.open("rb") as file:
+                file.seek(self._log_start)  # this run's lines only (a data dir keeps its log)
+                log = file.read().decode(errors="replace").splitlines()[-5:]
+        except OSError:
+            log = []
+        return " ".join([err.strip(), *(line.strip() for line in log)]).strip()
+
     def _exit_message(self, err: str) -> str:
         if "in use" in err or "Address already" in err:
             return (
@@ -136,8 +158,18 @@ class EmbeddedRedis:
         return f"redis-server exited at start: {err}"
 
     def start(self) -> EmbeddedRedis:
-        self.spawn()
-        return self.wait_ready()
+        """Spawn and wait; a port chosen here that was taken meanwhile is replaced (twice)."""
+        for attempt in range(3):
+            self.spawn()
+            try:
+                return self.wait_ready()
+            except EmbeddedRedisError as exc:
+                if not self._port_chosen_here or "in use" not in str(exc) or attempt == 2:
+                    raise
+                self.port = free_port()
+                self.url = f"redis://{self._host}:{self.port}/0"
+                self.args = self._args()
+        raise AssertionError("unreachable")
 
     def restart(self) -> None:
         """Spawn it again on the same port and data directory (after it died)."""

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from cacheroute_state import open_stores
-from cacheroute_state.embedded import EmbeddedRedis
+from cacheroute_state import embedded, open_stores
+from cacheroute_state.embedded import EmbeddedRedis, EmbeddedRedisError
 from cacheroute_state.interfaces import StoreUnavailableError
 from cacheroute_state.redis_hints import parse_channel
 from tests.support.factories import store_plan
@@ -56,3 +56,25 @@ def test_embedded_redis_with_data_dir_survives_restart(tmp_path: Path) -> None:
         client = redis.Redis.from_url(server.url)
         assert client.get("k") == b"v"
         client.close()
+
+
+def test_embedded_redis_moves_off_a_port_taken_since_it_was_chosen(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Test workers choose free ports concurrently: a port another server took in between must
+    not make this one connect to that server (it answers PING) or fail to start."""
+    with EmbeddedRedis() as other:
+        ports = iter([other.port])
+        real_free_port = embedded.free_port
+        monkeypatch.setattr(embedded, "free_port", lambda: next(ports, None) or real_free_port())
+        with EmbeddedRedis() as server:
+            assert server.port != other.port
+            assert server.url.endswith(f":{server.port}/0")
+            client = redis.Redis.from_url(server.url)
+            assert client.info("server")["process_id"] == server.pid
+            client.close()
+
+
+def test_embedded_redis_on_a_given_port_that_is_taken_says_so() -> None:
+    with EmbeddedRedis() as other, pytest.raises(EmbeddedRedisError, match="port is in use"):
+        EmbeddedRedis(port=other.port).start()
