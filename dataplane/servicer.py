@@ -94,8 +94,9 @@ class RouterServicer:
                 request = routing_pb2.RouteRequest.FromString(data)
             except DecodeError as exc:
                 raise self._malformed("Route", data, exc) from None
-            inp = parse_request(request)
-            if request.hold_until_release:
+            inp = parse_request(request, wire_size=len(data))
+            hold = request.hold_until_release
+            if hold:
                 _check_holdable(request)
             now = time.time()
             planning = self._planning
@@ -103,7 +104,7 @@ class RouterServicer:
             outcome = self._router.route(inp, now, counted)
         except (InvalidRequestError, MalformedRequestError, RouteError) as exc:
             await self._abort(context, exc)
-        if request.hold_until_release:
+        if hold:
             holds = self._holds
             holds.name(inp.request_id, holds.take(inp, outcome, now), now)
         return self._encoder.encode_outcome(outcome, inp.key_hash, inp.key, inp.request_id)

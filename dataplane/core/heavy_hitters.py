@@ -23,7 +23,7 @@ from __future__ import annotations
 import heapq
 import time
 from collections import Counter
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import NamedTuple
 
 from cacheroute.v1 import cluster_pb2
@@ -60,6 +60,21 @@ class SpaceSaving:
         if count is not None:
             counts[key_hash] = count + weight
             return
+        self._insert(key_hash, weight, label)
+
+    def update_many(self, weights: Mapping[int, int], labels: Mapping[int, str]) -> None:
+        """:meth:`update` of every ``(key_hash, weight)`` in order, the label from ``labels``
+        (a fold's loop: a monitored key costs a dictionary update, not a method call)."""
+        counts = self._counts
+        for key_hash, weight in weights.items():
+            count = counts.get(key_hash)
+            if count is not None:
+                counts[key_hash] = count + weight
+            else:
+                self._insert(key_hash, weight, labels[key_hash])
+
+    def _insert(self, key_hash: int, weight: int, label: str) -> None:
+        counts = self._counts
         if len(counts) < self.capacity:
             counts[key_hash] = weight
             self._errors[key_hash] = 0
@@ -121,10 +136,7 @@ class TrafficCounter:
         hashes, keys = self._hashes, self._keys
         if not hashes:
             return
-        labels = dict(zip(hashes, keys, strict=True))
-        update = self._summary.update
-        for key_hash, weight in Counter(hashes).items():
-            update(key_hash, weight, labels[key_hash])
+        self._summary.update_many(Counter(hashes), dict(zip(hashes, keys, strict=True)))
         self.total += len(hashes)
         self._hashes, self._keys = [], []
 

@@ -82,11 +82,16 @@ class BoundTable:
 
     def destinations(self, key_hash: int) -> list[int] | None:
         """NodeSet indices of a warm key's destination set (-1 for departed members)."""
+        members = self.members(key_hash)
+        return None if members is None else list(members)
+
+    def members(self, key_hash: int) -> tuple[int, ...] | None:
+        """:meth:`destinations` as a tuple the caller must not keep (the hot path's form)."""
         members = self.table.destinations(key_hash)
         if members is None:
             return None
         to_node = self.to_node
-        return [to_node[m] for m in members]
+        return tuple([to_node[m] for m in members])
 
 
 def bind_table(table: RoutingTable, nodes: NodeSet) -> BoundTable:
@@ -109,16 +114,15 @@ class MemoBoundTable(BoundTable):
 
     memo: dict[int, tuple[int, ...] | None] = field(default_factory=dict, repr=False)
 
-    def destinations(self, key_hash: int) -> list[int] | None:
+    def members(self, key_hash: int) -> tuple[int, ...] | None:
         memo = self.memo
         found = memo.get(key_hash, _MISSING)
         if found is _MISSING:
-            result = BoundTable.destinations(self, key_hash)
+            found = BoundTable.members(self, key_hash)
             if len(memo) >= MEMO_LIMIT:
                 memo.clear()
-            memo[key_hash] = None if result is None else tuple(result)
-            return result
-        return None if found is None else list(found)
+            memo[key_hash] = found
+        return found
 
 
 _MISSING: tuple[int, ...] = (-2,)
@@ -156,6 +160,7 @@ class LoadView:
         # healthy and not draining; replaced (never mutated) on a change, so policies may cache
         # per-object derivations such as a bitmask
         self.eligible_nodes: tuple[int, ...] = tuple(range(size))
+        self.all_eligible = True  # every node healthy and undrained: policies may skip filtering
         self.table: BoundTable | None = None
         self.snapshot_observed_at = float("-inf")
         self._base: list[float] = [0.0] * size
@@ -283,6 +288,7 @@ class LoadView:
                     healthy[i] = False
         self.healthy = healthy
         self.eligible_nodes = eligible
+        self.all_eligible = len(eligible) == len(self.nodes)
 
     def set_ejected(self, ejected: frozenset[int]) -> None:
         """Exclude ``ejected`` (node indices) from routing, within the rule above."""

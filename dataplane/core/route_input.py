@@ -120,10 +120,15 @@ def parse_request(
     message: routing_pb2.RouteRequest,
     pools: PoolNames = _POOL_NAMES,
     hashes: KeyHashes = _KEY_HASHES,
+    wire_size: int | None = None,
 ) -> RouteInput:
-    """Validate one request (see the module docstring)."""
+    """Validate one request (see the module docstring).
+
+    ``wire_size``: the message's serialized size when known. A message of at most
+    :data:`MAX_REQUEST_ID` bytes cannot have a field over its bound, so the bounds are not read.
+    """
     pool = pools.known.get(message.pool) or pools.check(message.pool)
-    if (
+    if (wire_size is None or wire_size > MAX_REQUEST_ID) and (
         len(message.request_id) > MAX_REQUEST_ID
         or len(message.prompt_prefix) > MAX_PROMPT_PREFIX
         or len(message.prefix_blocks) > MAX_PREFIX_BLOCKS_SENT

@@ -15,7 +15,14 @@ from collections.abc import Sequence
 import pytest
 
 from dataplane.core.load_view import LoadView, NodeSet, NoEligibleNodeError
-from dataplane.core.policies.base import Policy, least_loaded, power_of_two
+from dataplane.core.policies.base import (
+    Decision,
+    Policy,
+    Reason,
+    Request,
+    least_loaded,
+    power_of_two,
+)
 
 TRIALS = 4000
 SEEDS = (1, 2, 3, 4)
@@ -127,3 +134,27 @@ def test_least_loaded_picks_a_strictly_lighter_candidate_whatever_the_tie_break(
     for tie_break in range(10):
         assert least_loaded(view, CANDIDATES, tie_break) == 3
     assert least_loaded(view, [1, 2], 0) == 2  # a later, lighter candidate replaces the start
+
+
+def test_route_calls_observe_only_for_policies_that_override_it() -> None:
+    seen: list[int] = []
+
+    class Stateless(Policy):
+        name = "stateless-test"
+
+        def choose(self, request: Request, view: LoadView) -> Decision:
+            return Decision(0, Reason.P2C)
+
+    class Learning(Stateless):
+        name = "learning-test"
+
+        def observe(self, request: Request, decision: Decision, view: LoadView) -> None:
+            seen.append(decision.node)
+
+    view = LoadView(NodeSet(["a", "b"]))
+    assert not Stateless.observes
+    assert Learning.observes
+    Stateless().route(Request(1), view, 0.0)
+    Learning().route(Request(1), view, 0.0)
+    assert seen == [0]
+    assert view.in_flight(0) == 2  # both decisions recorded

@@ -9,7 +9,7 @@ import pytest
 
 from controlplane.planner import PlanInput, build_plan
 from dataplane.core.keys import hash_key
-from dataplane.core.load_view import LoadView, NodeSet
+from dataplane.core.load_view import LoadView, NodeSet, bind_with_memo
 from dataplane.core.policies.base import Reason, Request
 from dataplane.core.policies.cacheroute import (
     AffinityOnlyPolicy,
@@ -192,3 +192,24 @@ def test_cacheroute_tie_rotation_skips_ineligible_members() -> None:
     policy = CacheRoutePolicy()
     for h in shared.key_hashes.tolist():
         assert policy.choose(Request(h), view).node == [0, 2][h % 2]
+
+
+@pytest.mark.parametrize("memo", [False, True])
+def test_cacheroute_follows_health_changes_of_one_view_in_both_directions(memo: bool) -> None:
+    """The all-eligible shortcut is the view's current state, not the state it was built in."""
+    view = make_view([5, 2, 7, 0])
+    if memo:
+        view.table = bind_with_memo(TABLE, NODES)
+    policy = CacheRoutePolicy()
+    assert view.all_eligible
+    assert policy.choose(Request(K_SET), view) == (1, Reason.WARM)
+    view.set_states(healthy=[True, False, True, True])
+    assert not view.all_eligible
+    assert policy.choose(Request(K_SET), view) == (0, Reason.WARM)
+    view.set_states(healthy=[True] * 4, draining=[True, False, False, False])
+    assert policy.choose(Request(K_SET), view) == (1, Reason.WARM)
+    view.set_states(draining=[False] * 4)
+    assert view.all_eligible
+    assert policy.choose(Request(K_SET), view) == (1, Reason.WARM)
+    # every node eligible, yet a member departed: still skipped
+    assert policy.choose(Request(K_HALF_GONE), make_view([0, 9, 0, 0])) == (1, Reason.WARM)

@@ -7,7 +7,9 @@ import pytest
 from cacheroute.v1 import routing_pb2
 from dataplane.core.keys import derive_key, hash_key, prompt_blocks
 from dataplane.core.route_input import (
+    MAX_LABEL,
     MAX_PREFIX_BLOCKS,
+    MAX_REQUEST_ID,
     InvalidRequestError,
     PoolNames,
     parse_batch,
@@ -100,3 +102,26 @@ def test_a_batch_is_validated_whole_and_names_the_bad_index() -> None:
 def test_a_batch_over_the_limit_is_rejected() -> None:
     with pytest.raises(InvalidRequestError, match="batch has 4 requests; the limit is 3"):
         parse_batch([req(key="k")] * 4, 3)
+
+
+@pytest.mark.parametrize(
+    ("fields", "over"),
+    [
+        ({"request_id": "r" * MAX_REQUEST_ID}, None),
+        ({"request_id": "r" * (MAX_REQUEST_ID + 1)}, "request_id"),
+        ({"request_id": "é" * MAX_REQUEST_ID}, None),  # characters, not bytes
+        ({"model": "m" * (MAX_LABEL + 1)}, "model"),
+        ({"cache_salt": "s" * (MAX_LABEL + 1)}, "cache_salt"),
+    ],
+)
+def test_bounds_hold_when_the_wire_size_is_given(fields: dict[str, str], over: str | None) -> None:
+    """The servicer passes the wire size to skip the bounds of small messages: a message over a
+    bound is never small enough to skip them."""
+    message = req(key="k", **fields)
+    size = message.ByteSize()
+    if over is None:
+        assert parse_request(message, wire_size=size).key == "k"
+    else:
+        assert size > MAX_REQUEST_ID
+        with pytest.raises(InvalidRequestError, match=over):
+            parse_request(message, wire_size=size)

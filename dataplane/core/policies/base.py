@@ -68,6 +68,13 @@ class Policy:
     # Whether ``choose``/``observe`` read ``Request.blocks``; when False the router does not hash
     # the prompt into blocks for this policy (they cost ~60 µs for a 4 KiB prompt).
     needs_blocks: ClassVar[bool] = False
+    # Whether the class overrides ``observe`` (set per subclass): the stateless policies' route
+    # skips the no-op call, one Python frame per decision.
+    observes: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.observes = cls.observe is not Policy.observe
 
     def __init__(self, *, seed: int = 0) -> None:
         self.rng = random.Random(seed)
@@ -81,8 +88,9 @@ class Policy:
     def route(self, request: Request, view: LoadView, now: float) -> Decision:
         """choose + observe + count the decision in the view's in-flight correction."""
         decision = self.choose(request, view)
-        self.observe(request, decision, view)
-        view.record(decision.node, now)
+        if self.observes:
+            self.observe(request, decision, view)
+        view.record(decision[0], now)
         return decision
 
 

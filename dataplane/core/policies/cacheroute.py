@@ -8,6 +8,8 @@ differ only in the table the planner builds for them (``placement``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from dataplane.core.load_view import LoadView
 from dataplane.core.policies.base import (
     Decision,
@@ -29,11 +31,14 @@ class CacheRoutePolicy(Policy):
         bound = view.table
         if bound is None:
             return Decision(power_of_two(view, self.rng), Reason.NO_TABLE)
-        members = bound.destinations(request.key_hash)
+        members = bound.members(request.key_hash)
         if members is None:
             return Decision(power_of_two(view, self.rng), Reason.TAIL)
-        healthy, draining = view.healthy, view.draining
-        eligible = [m for m in members if m >= 0 and healthy[m] and not draining[m]]
+        if view.all_eligible and -1 not in members:  # the usual case: nothing to filter out
+            eligible: Sequence[int] = members
+        else:
+            healthy, draining = view.healthy, view.draining
+            eligible = [m for m in members if m >= 0 and healthy[m] and not draining[m]]
         if not eligible:
             return Decision(power_of_two(view, self.rng), Reason.FALLBACK_UNHEALTHY)
         # The warm path is the hot one: tuple.__new__ skips the NamedTuple constructor's frame.
