@@ -30,7 +30,7 @@ import structlog
 from google.protobuf.message import DecodeError
 
 from cacheroute.v1 import routing_pb2
-from dataplane.core.decision_encoding import DecisionEncoder, batch_response, passthrough
+from dataplane.core.decision_encoding import DecisionEncoder, batch_response
 from dataplane.core.route_input import InvalidRequestError, parse_batch, parse_request
 from dataplane.core.router import NoDestinationError, RouteError, Router, UnknownPoolError
 from dataplane.holds import Holds
@@ -48,10 +48,6 @@ class MalformedRequestError(ValueError):
     """Bytes that are not a valid request message."""
 
 
-def _identity(data: bytes) -> bytes:
-    return data
-
-
 def _status(exc: Exception) -> grpc.StatusCode:
     if isinstance(exc, InvalidRequestError | MalformedRequestError):
         return grpc.StatusCode.INVALID_ARGUMENT
@@ -66,7 +62,7 @@ class RouterServicer:
     """The thin adapter between gRPC and :class:`~dataplane.core.router.Router`.
 
     Handlers return wire bytes (:mod:`dataplane.core.decision_encoding`); :func:`add_to_server`
-    registers them with pass-through (de)serializers (requests are parsed in the handlers), so
+    registers them without (de)serializers (requests are parsed in the handlers), so
     clients see the plain ``RouterService`` of routing.proto.
     """
 
@@ -182,16 +178,10 @@ def _check_holdable(request: routing_pb2.RouteRequest) -> None:
 def add_to_server(servicer: RouterServicer, server: grpc.aio.Server) -> None:
     """Register ``RouterService`` (the generated registration, with byte responses)."""
     handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
-        "Route": grpc.unary_unary_rpc_method_handler(
-            servicer.Route,
-            request_deserializer=_identity,
-            response_serializer=passthrough,
-        ),
-        "RouteBatch": grpc.unary_unary_rpc_method_handler(
-            servicer.RouteBatch,
-            request_deserializer=_identity,
-            response_serializer=passthrough,
-        ),
+        # No (de)serializer: gRPC hands the handler the request bytes and sends the bytes it
+        # returns, without a Python call either way.
+        "Route": grpc.unary_unary_rpc_method_handler(servicer.Route),
+        "RouteBatch": grpc.unary_unary_rpc_method_handler(servicer.RouteBatch),
         "Release": grpc.unary_unary_rpc_method_handler(
             servicer.Release,
             request_deserializer=routing_pb2.ReleaseRequest.FromString,

@@ -142,8 +142,3 @@ def batch_response(decisions: Iterable[bytes]) -> bytes:
         append(varint(len(decision)))
         append(decision)
     return b"".join(parts)
-
-
-def passthrough(data: bytes) -> bytes:
-    """The response serializer of the handlers: the servicer already returns wire bytes."""
-    return data

@@ -31,7 +31,9 @@ def test_it_serves_the_registry_and_closes_promptly_and_idempotently() -> None:
             assert "things_total 3.0" in response.read().decode()
     started = time.monotonic()
     endpoint.close()
-    assert time.monotonic() - started < 1.0
+    # Promptly: the thread is woken, not polled (a hung close would hit this; the idle test below
+    # checks the wake-up mechanism itself, so this bound is loose for loaded machines).
+    assert time.monotonic() - started < 5.0
     endpoint.close()
     assert not any(t.name == "metrics-endpoint" for t in threading.enumerate())
 
