@@ -48,9 +48,9 @@ for study in "$@"; do
     ragrequest)  # the other RAG scope Flat-LB cannot tell apart (docs/results.md §2)
       run ragrequest capacity "${testbed[@]}" --option rag_scope=request --seeds 2,3,4 \
         --policies flat,preble,sglang,cacheroute ;;
-    public)  # the public H100 profile to its knee: reduced policies and seeds (cost)
-      run public capacity --workload paper --profile llama-3.3-70b-fp8-tp2-h100 --seeds 2,3 \
-        --policies flat,sglang,cacheroute --plot "$out/public.png" ;;
+    public)  # the public H100 profile to its knee: Table 1's layout (seven policies, seeds 2-6)
+      run public capacity --workload paper --profile llama-3.3-70b-fp8-tp2-h100 --seeds 2,3,4,5,6 \
+        --plot "$out/public.png" ;;
     *) echo "unknown study $study" >&2; exit 2 ;;
   esac
 done
