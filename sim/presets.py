@@ -28,18 +28,8 @@ PAPER_SLOS = (2.0, 3.5, 5.0)  # the paper's Table 1
 # imbalance are reported at 800 QPS, near Flat-LB's knee as 100 QPS is on the testbed.
 # 900 resolves the knees the first run found between 800 and 1,000 (docs/results.md §4.6).
 PUBLIC_PAPER_LADDER = (
-    100.0,
-    200.0,
-    400.0,
-    600.0,
-    700.0,
-    800.0,
-    900.0,
-    1000.0,
-    1200.0,
-    1600.0,
-    2000.0,
-)
+    100.0, 200.0, 400.0, 600.0, 700.0, 800.0, 900.0, 1000.0, 1200.0, 1600.0, 2000.0,
+)  # fmt: skip
 PUBLIC_PAPER_REF_QPS = 800.0
 # The 8B whales ablation (the paper: 30…500 on the 8B testbed); reference 300 QPS, half the
 # fleet's ≈ 600 QPS (sim/workloads/whales.py).
