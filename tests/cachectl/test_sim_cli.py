@@ -11,7 +11,7 @@ import pytest
 from cachectl import sim_cmd
 from cachectl.main import main
 from sim import presets
-from tests.sim.test_sim_tiny import TinyWorkload
+from tests.support.tiny_workload import TinyWorkload
 
 
 @pytest.fixture

@@ -53,7 +53,7 @@ def feed(windows: TtftWindows, start_ms: int, end_ms: int, ttft_s: float, per_s:
 
 
 async def rolled_out(stores: Stores, at_ms: int, actor: str) -> tuple[str, str]:
-    old, new = await store_plan(stores, seed=1), await store_plan(stores, seed=2)
+    old, new = await store_plan(stores, 1), await store_plan(stores, 2)
     await rollout(stores, "default", old, None, actor="alice", reason="")
     await rollout(stores, "default", new, None, actor=actor, reason="")
     return old, new

@@ -17,9 +17,8 @@ from controlplane.key_rate_tracker import current_rates
 from controlplane.live_sizes import plan_sizes
 from dataplane.core.keys import chain_block, hash_key
 from dataplane.core.prefix_sizes import PROMPT_EVERY, SAMPLE_EVERY
-from tests.dataplane.test_router_planning_limits import ready
-from tests.dataplane.test_router_service import router_stub, running_router
 from tests.support.controlplane import clients, fast_config, running
+from tests.support.router import ready, router_stub, running_router
 
 pytestmark = [pytest.mark.grpc]
 SHARED = {"big": 200, "small": 8, "huge": 300, "cfg": 8}  # leading blocks each key's requests share

@@ -13,7 +13,8 @@ from cacheroute_state import open_stores
 from cacheroute_state.embedded import EmbeddedRedis
 from cacheroute_state.urls import redacted
 from dataplane.core.keys import hash_key
-from tests.dataplane.test_router_service import (
+from tests.support.factories import small_plan, store_plan
+from tests.support.router import (
     NODES,
     ack_of,
     eventually,
@@ -21,10 +22,8 @@ from tests.dataplane.test_router_service import (
     rollout,
     running_router,
     scrape,
-    store_plan,
     warm_keys,
 )
-from tests.support.factories import small_plan
 
 pytestmark = [pytest.mark.redis, pytest.mark.grpc, pytest.mark.slow]
 

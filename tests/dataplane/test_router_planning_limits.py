@@ -18,10 +18,9 @@ from cacheroute_state import Stores
 from dataplane.server import RouterServer
 from servekit.auth_file import parse_auth, token_hash
 from tests.dataplane.http_front.metrics_util import metric_sum
-from tests.dataplane.test_router_service import (
+from tests.support.router import (
     NODES,
-    eventually,
-    load_snapshot,
+    ready,
     router_stub,
     running_router,
 )
@@ -50,15 +49,6 @@ async def counted_keys(server: RouterServer, stores: Stores) -> Counter[str]:
             counts[key.key] += key.count
     assert sum(r.total_requests for r in reports) == sum(counts.values())
     return counts
-
-
-async def ready(server: RouterServer, stores: Stores) -> None:
-    await stores.cluster.publish_load(load_snapshot(dict.fromkeys(NODES, 0.0), seq=1))
-
-    async def synced() -> bool:
-        return len(server.router.pools["default"].view.eligible_nodes) == len(NODES)
-
-    await eventually(synced)
 
 
 async def test_unauthenticated_and_over_limit_calls_are_served_but_not_counted(

@@ -18,8 +18,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from cacheroute.v1 import routing_pb2, routing_pb2_grpc
 from cacheroute_state import Stores
 from servekit.processes import free_port
-from tests.dataplane.test_router_service import NODES, load_snapshot, rollout, store_plan, warm_keys
-from tests.support.factories import small_plan
+from tests.support.factories import small_plan, store_plan
+from tests.support.router import NODES, load_snapshot, rollout, warm_keys
 
 ROOT = Path(__file__).resolve().parents[2]
 

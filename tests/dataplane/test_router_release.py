@@ -10,13 +10,7 @@ import pytest
 from cacheroute.v1 import routing_pb2
 from cacheroute_state import Stores
 from dataplane.core.outliers import OutlierConfig
-from tests.dataplane.test_router_service import (
-    NODES,
-    eventually,
-    load_snapshot,
-    router_stub,
-    running_router,
-)
+from tests.support.router import NODES, eventually, load_snapshot, router_stub, running_router
 
 pytestmark = [pytest.mark.redis, pytest.mark.grpc]
 

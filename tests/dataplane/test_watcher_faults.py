@@ -18,7 +18,8 @@ from cacheroute.v1 import cluster_pb2, routing_pb2
 from cacheroute_state import Stores, schema
 from dataplane.core.table_codec import encode_table
 from dataplane.server import RouterServer
-from tests.dataplane.test_router_service import (
+from tests.support.factories import small_plan, store_plan
+from tests.support.router import (
     NODES,
     ack_of,
     eventually,
@@ -26,10 +27,8 @@ from tests.dataplane.test_router_service import (
     rollout,
     router_stub,
     running_router,
-    store_plan,
     warm_keys,
 )
-from tests.support.factories import small_plan
 
 pytestmark = [pytest.mark.redis, pytest.mark.grpc]
 # stop at once: no RPC in flight at the end, no HTTP endpoint to close (the registry is read)

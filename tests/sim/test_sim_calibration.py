@@ -6,7 +6,7 @@ import pytest
 
 from sim.calibration import NIM_70B, closed_loop, nim_curve, single_destination_knee
 from sim.engine_model import LLAMA_70B
-from tests.sim.test_sim_tiny import TinyWorkload
+from tests.support.tiny_workload import TinyWorkload
 
 
 def test_the_70b_profile_tracks_the_nim_curve_up_to_concurrency_50() -> None:

@@ -13,7 +13,7 @@ from sim.engine_model import LLAMA_70B
 from sim.types import BLOCK_TOKENS, SimRequest
 from sim.workloads.paper import PaperWorkload
 from sim.workloads.stats import ideal_hit
-from tests.sim.test_sim_tiny import TinyWorkload
+from tests.support.tiny_workload import TinyWorkload
 
 CONFIG = ClusterConfig(profile=LLAMA_70B, nodes=4, seed=3)
 

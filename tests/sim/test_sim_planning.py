@@ -8,7 +8,7 @@ import pytest
 from dataplane.core.keys import hash_key
 from dataplane.core.policies.registry import ABLATIONS, BASELINES, POLICIES
 from sim.planning import estimate_rates, make_stream, placement_of, plan_for, split_stream
-from tests.sim.test_sim_tiny import TinyWorkload
+from tests.support.tiny_workload import TinyWorkload
 
 
 def test_the_stream_is_split_into_a_prior_window_and_a_disjoint_run() -> None:

@@ -13,7 +13,7 @@ from dataplane.core.policies.prefix_history import PrefixHistoryPolicy
 from sim.cluster import Cluster, ClusterConfig
 from sim.engine_model import LLAMA_70B
 from sim.planning import make_stream, plan_for
-from tests.sim.test_sim_tiny import TinyWorkload
+from tests.support.tiny_workload import TinyWorkload
 
 CONFIG = ClusterConfig(profile=LLAMA_70B, nodes=4, seed=3)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sim.engine_model import LLAMA_70B
 from sim.study import RunSettings, run_study, sim_policy_params
-from tests.sim.test_sim_tiny import TinyWorkload
+from tests.support.tiny_workload import TinyWorkload
 
 SETTINGS = RunSettings(profile=LLAMA_70B, q_cap=3.0, nodes=4, duration_s=20.0, warmup_s=4.0)
 

@@ -52,8 +52,8 @@ def metadata_for(table: RoutingTable, *, created_by: str = "test") -> table_pb2.
     )
 
 
-async def store_plan(stores: Stores, seed: int = 0, pool: str = "default") -> str:
-    """Store ``small_plan(pool, seed=seed)``; returns its version."""
-    table = small_plan(pool, seed=seed)
+async def store_plan(stores: Stores, plan: RoutingTable | int = 0, pool: str = "default") -> str:
+    """Store ``plan``, or ``small_plan(pool, seed=plan)`` given a seed; returns its version."""
+    table = small_plan(pool, seed=plan) if isinstance(plan, int) else plan
     await stores.plans.put_plan(encode_table(table), metadata_for(table))
     return table.version

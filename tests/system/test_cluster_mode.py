@@ -14,10 +14,10 @@ from redis.cluster import key_slot
 
 from cacheroute.v1 import admin_pb2, admin_pb2_grpc, routing_pb2, routing_pb2_grpc
 from cacheroute_state import open_stores
-from tests.dataplane.test_router_service import rollout, store_plan, warm_keys
-from tests.support.factories import small_plan
+from tests.support.factories import small_plan, store_plan
 from tests.support.faults import Fleet, until
 from tests.support.redis_cluster import SLOTS, RedisClusterProcs
+from tests.support.router import rollout, warm_keys
 
 pytestmark = [pytest.mark.e2e, pytest.mark.redis, pytest.mark.grpc, pytest.mark.slow,
               pytest.mark.timeout(180)]  # fmt: skip

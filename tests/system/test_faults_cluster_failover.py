@@ -19,10 +19,10 @@ import pytest
 
 from cacheroute.v1 import admin_pb2, admin_pb2_grpc
 from cacheroute_state import open_stores
-from tests.dataplane.test_router_service import rollout, store_plan
-from tests.support.factories import small_plan
+from tests.support.factories import small_plan, store_plan
 from tests.support.faults import Fleet, RouteProbe, until
 from tests.support.redis_cluster import RedisClusterProcs
+from tests.support.router import rollout
 
 pytestmark = [pytest.mark.e2e, pytest.mark.redis, pytest.mark.grpc, pytest.mark.slow,
               pytest.mark.timeout(240)]  # fmt: skip

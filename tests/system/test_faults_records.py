@@ -18,9 +18,9 @@ from cacheroute.v1 import cluster_pb2, routing_pb2, routing_pb2_grpc
 from cacheroute_state import Stores, open_stores
 from cacheroute_state.embedded import EmbeddedRedis
 from cacheroute_state.schema import plan_key, pool_key
-from tests.dataplane.test_router_service import rollout, store_plan, warm_keys
-from tests.support.factories import small_plan
+from tests.support.factories import small_plan, store_plan
 from tests.support.faults import Fleet, until
+from tests.support.router import rollout, warm_keys
 
 pytestmark = [pytest.mark.redis, pytest.mark.grpc, pytest.mark.slow, pytest.mark.timeout(120)]
 

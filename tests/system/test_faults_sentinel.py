@@ -23,9 +23,9 @@ from cacheroute_state import open_stores
 from cacheroute_state.embedded import EmbeddedRedis, find_redis_server
 from cacheroute_state.redis_base import parse_sentinel_url
 from servekit.processes import free_port
-from tests.dataplane.test_router_service import rollout, store_plan
-from tests.support.factories import small_plan
+from tests.support.factories import small_plan, store_plan
 from tests.support.faults import Fleet, RouteProbe, until
+from tests.support.router import rollout
 
 pytestmark = [pytest.mark.e2e, pytest.mark.redis, pytest.mark.grpc, pytest.mark.slow,
               pytest.mark.timeout(180)]  # fmt: skip

@@ -15,8 +15,8 @@ from dataplane.server import RouterServer
 from sim.engine_model import DEFAULT_PROFILE
 from tests.dataplane.http_front.conftest import SimEngines, front_url, running_front
 from tests.dataplane.http_front.metrics_util import in_flight, metric_sum, node_load
-from tests.dataplane.test_router_service import rollout, store_plan, warm_keys
-from tests.support.factories import small_plan
+from tests.support.factories import small_plan, store_plan
+from tests.support.router import rollout, warm_keys
 
 pytestmark = [pytest.mark.redis, pytest.mark.grpc]
 MODEL = DEFAULT_PROFILE  # simengine serves its profile's name
