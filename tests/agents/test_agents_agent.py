@@ -13,9 +13,9 @@ from agents.agent import Agent, AgentConfig
 from agents.agent_metrics import AgentMetrics
 from agents.reporter import Backoff
 from cacheroute.v1 import agent_pb2
-from tests.agents.test_agents_dialects import EXPECTED
 from tests.support.agents import (
     DIALECT_SAMPLES,
+    EXPECTED,
     ControlPlaneStub,
     EngineStub,
     controlplane,

@@ -8,19 +8,7 @@ from agents import dialects
 from agents.dialects import UnrecognisedMetricsError, decode, detect
 from agents.exposition import parse
 from cacheroute.v1 import agent_pb2
-from tests.support.agents import DIALECT_SAMPLES, sample
-
-EXPECTED = {
-    "vllm_v1": (agent_pb2.METRIC_DIALECT_VLLM_V1, agent_pb2.ENGINE_KIND_VLLM),
-    "vllm_deprecated": (agent_pb2.METRIC_DIALECT_VLLM_V0, agent_pb2.ENGINE_KIND_VLLM),
-    "vllm_v0": (agent_pb2.METRIC_DIALECT_VLLM_V0, agent_pb2.ENGINE_KIND_VLLM),
-    "sglang_colon": (agent_pb2.METRIC_DIALECT_SGLANG_COLON, agent_pb2.ENGINE_KIND_SGLANG),
-    "sglang_underscore": (
-        agent_pb2.METRIC_DIALECT_SGLANG_UNDERSCORE,
-        agent_pb2.ENGINE_KIND_SGLANG,
-    ),
-    "sim": (agent_pb2.METRIC_DIALECT_SIMULATED, agent_pb2.ENGINE_KIND_SIMULATED),
-}
+from tests.support.agents import DIALECT_SAMPLES, EXPECTED, sample
 
 
 def read(name: str, choice: str = "auto") -> dialects.EngineSample:

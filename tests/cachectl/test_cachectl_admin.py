@@ -3,19 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-import structlog
 
 from cachectl.admin_client import age_text, duration_text
-from cachectl.main import main
 from cacheroute.v1 import cluster_pb2, table_pb2
 from cacheroute_state import Stores
 from cacheroute_state.embedded import EmbeddedRedis
@@ -23,6 +18,7 @@ from controlplane.server import ControlPlane
 from dataplane.core.table_codec import encode_table
 from sim.planning import make_stream, plan_for
 from sim.workloads.registry import make_workload
+from tests.support.cli import ROOT, Cli, run_main
 from tests.support.controlplane import fast_config, running, traffic
 from tests.support.factories import metadata_for, small_plan
 from tests.support.state import on_redis
@@ -34,67 +30,6 @@ pytestmark = pytest.mark.grpc
 def stores(state_stores: Stores) -> Stores:
     """This module's logic runs on the in-memory state twin; ``@on_redis`` tests on real Redis."""
     return state_stores
-
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def quiet_server_logs() -> Iterator[None]:
-    """The in-process control plane logs elsewhere than the CLI output under test."""
-    with open(os.devnull, "w") as sink:
-        structlog.configure(logger_factory=structlog.PrintLoggerFactory(file=sink))
-        yield
-    structlog.reset_defaults()
-
-
-@pytest.fixture
-async def plane(state_url: str, quiet_server_logs: None) -> AsyncIterator[ControlPlane]:
-    async with running(fast_config(state_url)) as started:
-        yield started
-
-
-def run_main(argv: list[str]) -> int:
-    """``main(argv)``, with argparse's exits turned into a status (it runs in a worker thread)."""
-    try:
-        return main(argv)
-    except SystemExit as exc:
-        return exc.code if isinstance(exc.code, int) else 2
-
-
-class Cli:
-    """Runs ``cachectl`` in-process (off the event loop, which serves the control plane)."""
-
-    def __init__(self, plane: ControlPlane, capsys: pytest.CaptureFixture[str]) -> None:
-        self.target = plane.address
-        self.capsys = capsys
-
-    async def run(self, *argv: str) -> tuple[int, str, str]:
-        self.capsys.readouterr()
-        args = [*argv, "--target", self.target, "--actor", "tester"]
-        code = await asyncio.to_thread(run_main, args)
-        out, err = self.capsys.readouterr()
-        return code, out, err
-
-    async def ok(self, *argv: str) -> str:
-        code, out, err = await self.run(*argv)
-        assert code == 0, err
-        return out
-
-    async def json(self, *argv: str) -> Any:
-        return json.loads(await self.ok(*argv, "--json"))
-
-    async def refused(self, *argv: str) -> str:
-        code, out, err = await self.run(*argv)
-        assert code == 2, out
-        lines = err.strip().splitlines()
-        assert len(lines) == 1 and lines[0].startswith("cachectl: error: "), err
-        return lines[0]
-
-
-@pytest.fixture
-def cli(plane: ControlPlane, capsys: pytest.CaptureFixture[str]) -> Cli:
-    return Cli(plane, capsys)
 
 
 def write_plan(tmp_path: Path, seed: int) -> tuple[Path, str]:

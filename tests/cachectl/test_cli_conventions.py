@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from cachectl.main import GROUPS, build_parser, hoist_global_options, main
-from tests.cachectl.test_cachectl_admin import Cli, cli, plane, quiet_server_logs  # noqa: F401
+from tests.support.cli import Cli
 
 SERVERS = ("controlplane", "dataplane", "agents", "simengine")
 
@@ -42,7 +42,7 @@ def test_global_options_before_the_command_are_moved_after_it() -> None:
 @pytest.mark.redis
 @pytest.mark.grpc
 async def test_connection_and_output_flags_work_before_or_after_the_command(
-    cli: Cli,  # noqa: F811
+    cli: Cli,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     def status(argv: list[str]) -> tuple[int, str]:

@@ -17,7 +17,7 @@ from dataplane.http_front.app import FrontConfig
 from dataplane.server import RouterConfig, RouterServer
 from sim.engine_model import LLAMA_8B
 from simengine.server import EngineOptions, EngineServer
-from tests.cachectl.test_loadgen_client import QUIET, snapshot
+from tests.support.loadgen import QUIET, snapshot
 
 pytestmark = [pytest.mark.redis, pytest.mark.grpc]
 

@@ -7,7 +7,6 @@ import json
 import socket
 import struct
 import sys
-import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -20,41 +19,21 @@ from cachectl.loadgen.progress import ProgressLine
 from cachectl.loadgen.results import summarize
 from cachectl.loadgen.runner import replay
 from cachectl.loadgen.workloads import resolve
-from cacheroute.v1 import cluster_pb2
 from cacheroute_state import Stores
 from dataplane.core.keys import hash_key
 from dataplane.server import RouterConfig, RouterServer
 from sim.engine_model import LLAMA_8B
 from sim.types import SimRequest
 from simengine.server import EngineOptions, EngineServer
+from tests.support.loadgen import QUIET, snapshot
 
 pytestmark = [pytest.mark.redis, pytest.mark.grpc]
-
-QUIET = {
-    "table_interval_s": 60.0,
-    "load_interval_s": 60.0,
-    "report_interval_s": 60.0,
-    "sample_interval_s": 60.0,
-    "ack_interval_s": 60.0,
-}
 
 
 @dataclass
 class Rig:
     router: RouterServer
     engines: dict[str, EngineServer]
-
-
-def snapshot(addresses: dict[str, str], seq: int = 1) -> cluster_pb2.LoadSnapshot:
-    return cluster_pb2.LoadSnapshot(
-        pool="default",
-        seq=seq,
-        observed_at_unix_ms=int(time.time() * 1000),
-        nodes=[
-            cluster_pb2.NodeLoad(node_id=node, address=address, load=0.0, healthy=True)
-            for node, address in addresses.items()
-        ],
-    )
 
 
 @asynccontextmanager

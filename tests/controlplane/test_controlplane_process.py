@@ -3,17 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import os
-import queue
 import signal
-import subprocess
-import sys
-import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import grpc
 import pytest
@@ -25,77 +18,10 @@ from cacheroute_state import open_stores
 from dataplane.core.table_codec import table_to_proto
 from dataplane.server import RouterConfig, RouterServer
 from servekit.processes import free_port
-from tests.support.controlplane import traffic
+from tests.support.controlplane import ControlPlaneProcess, traffic
 from tests.support.factories import small_plan
 
 pytestmark = [pytest.mark.redis, pytest.mark.grpc, pytest.mark.slow]
-ROOT = Path(__file__).resolve().parents[2]
-
-
-class ControlPlaneProcess:
-    """A control-plane subprocess whose JSON log lines are collected by a thread."""
-
-    def __init__(self, *args: str) -> None:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("CACHEROUTE_")}
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "controlplane", "--listen", "127.0.0.1:0",
-             "--embedded-redis-port", "0",  # tests: a free port (a later flag overrides it)
-             "--metrics-listen", "127.0.0.1:0", "--load-publish-interval", "0.05",
-             "--rate-update-interval", "0.1", "--shutdown-grace", "1", *args],
-            cwd=ROOT,
-            env=env,
-            stderr=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            text=True,
-        )  # fmt: skip
-        self.lines: queue.Queue[dict[str, Any]] = queue.Queue()
-        self.seen: list[dict[str, Any]] = []
-        threading.Thread(target=self._read, daemon=True).start()
-        serving = self.wait_for("control plane serving")
-        self.address: str = serving["listen"]
-        self.redis_url: str = serving["redis_url"]
-
-    def _read(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            try:
-                self.lines.put(json.loads(line))
-            except json.JSONDecodeError:
-                self.lines.put({"event": "raw", "line": line})
-
-    def wait_for(self, event: str, timeout: float = 15.0) -> dict[str, Any]:
-        for seen in self.seen:
-            if seen.get("event") == event:
-                return seen
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                line = self.lines.get(timeout=0.1)
-            except queue.Empty:
-                if self.proc.poll() is not None:
-                    break
-                continue
-            self.seen.append(line)
-            if line.get("event") == event:
-                return line
-        raise AssertionError(f"no {event!r} log line; saw {self.seen}")
-
-    def terminate(self, timeout: float = 10.0) -> int:
-        self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout)
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(5)
-
-
-@pytest.fixture
-def processes() -> Iterator[list[ControlPlaneProcess]]:
-    started: list[ControlPlaneProcess] = []
-    yield started
-    for process in started:
-        process.kill()
 
 
 def status_of(address: str) -> admin_pb2.ClusterStatus:

@@ -11,11 +11,16 @@ import pytest
 from cacheroute.v1 import admin_pb2
 from cacheroute_state import Stores, open_stores
 from controlplane.server import ControlPlane
-from tests.controlplane.test_controlplane_process import ControlPlaneProcess, processes
-from tests.support.controlplane import clients, eventually, quick_config, running, traffic
+from tests.support.controlplane import (
+    ControlPlaneProcess,
+    clients,
+    eventually,
+    quick_config,
+    running,
+    traffic,
+)
 
 pytestmark = [pytest.mark.redis, pytest.mark.grpc]
-__all__ = ["processes"]  # the fixture, imported for the process test
 
 
 def runs(plane: ControlPlane, pool: str, outcome: str) -> float:

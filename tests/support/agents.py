@@ -154,3 +154,16 @@ async def controlplane() -> AsyncIterator[ControlPlaneStub]:
     stub = await ControlPlaneStub().start()
     yield stub
     await stub.stop()
+
+
+EXPECTED = {
+    "vllm_v1": (agent_pb2.METRIC_DIALECT_VLLM_V1, agent_pb2.ENGINE_KIND_VLLM),
+    "vllm_deprecated": (agent_pb2.METRIC_DIALECT_VLLM_V0, agent_pb2.ENGINE_KIND_VLLM),
+    "vllm_v0": (agent_pb2.METRIC_DIALECT_VLLM_V0, agent_pb2.ENGINE_KIND_VLLM),
+    "sglang_colon": (agent_pb2.METRIC_DIALECT_SGLANG_COLON, agent_pb2.ENGINE_KIND_SGLANG),
+    "sglang_underscore": (
+        agent_pb2.METRIC_DIALECT_SGLANG_UNDERSCORE,
+        agent_pb2.ENGINE_KIND_SGLANG,
+    ),
+    "sim": (agent_pb2.METRIC_DIALECT_SIMULATED, agent_pb2.ENGINE_KIND_SIMULATED),
+}

@@ -11,7 +11,7 @@ from cacheroute_state import Stores
 from dataplane.core.outliers import OutlierConfig
 from tests.dataplane.http_front.conftest import SimEngines, front_url, running_front
 from tests.dataplane.http_front.metrics_util import metric_sum
-from tests.dataplane.http_front.test_front_failures import BODY, _post, failing_engine
+from tests.support.engines import BODY, failing_engine, post_raw
 
 pytestmark = [pytest.mark.redis, pytest.mark.grpc]
 OUTLIERS = OutlierConfig(consecutive_failures=3, base_ejection_s=0.5, max_ejection_s=2.0)
@@ -29,7 +29,7 @@ async def test_an_engine_failing_every_attempt_is_ejected_and_returns_on_probati
             url = front_url(server)
             retried = 0
             for _ in range(40):
-                status, headers, data = await _post(url, BODY)
+                status, headers, data = await post_raw(url, BODY)
                 assert status == 200, data  # every failure was retried elsewhere
                 retried += headers.get("x-cacheroute-retried-from") == "node-0"
                 if metric_sum(server, "cacheroute_router_outlier_ejections_total"):
@@ -37,7 +37,7 @@ async def test_an_engine_failing_every_attempt_is_ejected_and_returns_on_probati
             assert retried == 3  # exactly the streak that ejected it
             assert metric_sum(server, "cacheroute_router_outlier_ejected", pool="default") == 1
             for _ in range(10):  # ejected: never tried while its time runs
-                _, headers, _ = await _post(url, BODY)
+                _, headers, _ = await post_raw(url, BODY)
                 assert "x-cacheroute-retried-from" not in headers
             deadline = time.monotonic() + 10
             while not metric_sum(server, "cacheroute_router_outlier_returns_total", node="node-0"):
@@ -45,7 +45,7 @@ async def test_an_engine_failing_every_attempt_is_ejected_and_returns_on_probati
                 await asyncio.sleep(0.05)
             # back on probation: the first failure ejects it again at once, for longer
             for _ in range(40):
-                status, headers, _ = await _post(url, BODY)
+                status, headers, _ = await post_raw(url, BODY)
                 assert status == 200
                 if headers.get("x-cacheroute-retried-from") == "node-0":
                     break
