@@ -117,6 +117,12 @@ async def test_a_rollout_is_applied_on_its_hint_and_answers_follow_each_generati
                 assert follows(table, key, decision)
                 assert (decision.key, decision.request_id) == (key, key)
                 assert decision.address == f"{decision.node_id}.engines:8000"
+
+            async def acked(generation: int = generation) -> bool:  # sent after the swap
+                ack = await ack_of(stores)
+                return bool(ack and ack.generation == generation)
+
+            await eventually(acked)
             ack = await ack_of(stores)
             assert (ack.version, ack.generation, ack.accepted) == (version, generation, True)
             assert (ack.serving_version, ack.listen_address) == (version, server.address)
