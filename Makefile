@@ -16,6 +16,11 @@ $(VENV)/.installed: pyproject.toml
 demo: $(VENV)/.installed
 	$(VENV)/bin/cachectl demo
 
+# The suite starts ~200 Python processes and every worker imports (and assert-rewrites) each test
+# module: with PYTHONDONTWRITEBYTECODE set, as on some machines, all of that is compiled again
+# every time (~15 s of CPU). The cache goes under the venv, so the tree stays clean either way.
+test: export PYTHONDONTWRITEBYTECODE =
+test: export PYTHONPYCACHEPREFIX = $(abspath $(VENV))/pycache
 test: $(VENV)/.installed
 	$(PY) -m pytest -n $(TEST_WORKERS)
 

@@ -33,6 +33,7 @@ def test_run_prints_one_json_object_with_the_headline_metrics(
     assert out["requests"] > 0 and 0.0 < out["kv_hit"] < 1.0 and out["q_cap"] == 3.0
 
 
+@pytest.mark.slow
 def test_run_measures_q_cap_when_not_given(tiny: None, capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["sim", "run", "--workload", "tiny", "--nodes", "4", "--policy", "cacheroute"]
     assert main([*argv, "--qps", "20", "--duration", "20", "--seed", "1", "--json"]) == 0
@@ -41,6 +42,7 @@ def test_run_measures_q_cap_when_not_given(tiny: None, capsys: pytest.CaptureFix
     assert json.loads(captured.out)["q_cap"] > 0.5
 
 
+@pytest.mark.slow
 def test_capacity_writes_results_json_and_a_plot(
     tiny: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -21,6 +21,7 @@ def _point() -> fit.WorkloadPoint:
     return fit.WorkloadPoint(**FROZEN["workload"])
 
 
+@pytest.mark.slow
 def test_stage_a_rescored_on_its_budget_gives_the_frozen_flat_hit_rates() -> None:
     again = fit.score_workload(_point(), horizon_s=float(FROZEN["budget"]["horizon_s"]))
     assert again.hits == pytest.approx(FROZEN["workload_fit"]["hits"], abs=1e-9)
@@ -49,6 +50,7 @@ def test_stage_b_offset_choice_is_reproduced_from_the_frozen_p99_table() -> None
     )
 
 
+@pytest.mark.slow
 def test_one_stage_b_run_reproduces_its_frozen_p99() -> None:
     factor = FROZEN["engine"]["slowdown"]
     table = FROZEN["flat_p99_without_offset"][f"{factor:g}"]

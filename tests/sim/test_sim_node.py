@@ -79,6 +79,7 @@ def test_cached_prefix_is_not_prefilled_again() -> None:
     assert dt == pytest.approx(PROFILE.step_ms(PROFILE.prefill_chunk_ms(1, 1600), 0, 0) / 1000)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rho", [0.5, 0.8])
 def test_mean_queueing_delay_matches_md1(rho: float) -> None:
     """No cache reuse, one destination, one request at a time, output 1 → M/D/1.

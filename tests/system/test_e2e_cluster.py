@@ -92,6 +92,7 @@ async def probe_routes(
     return decisions
 
 
+@pytest.mark.slow
 async def test_routers_stop_choosing_a_killed_engine_within_a_second_of_its_agent_noticing(
     tmp_path: Path,
 ) -> None:
