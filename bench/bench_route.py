@@ -1,6 +1,6 @@
 """Router benchmark: `python -m dataplane` against a bare RouterService on the same server stack.
 
-    .venv/bin/python bench/bench_route.py [--rounds 4] [--duration 3] [--swaps 8] [--json OUT]
+    .venv/bin/python bench/bench_route.py [--rounds 4] [--duration 3] [--runs 1] [--json OUT]
 
 Processes: this orchestrator (Redis writes, table swaps), an embedded redis-server, the router
 (``python -m dataplane``), the bare server (this file, ``bare-server``: ``servekit.GrpcServer`` with
@@ -568,6 +568,32 @@ async def orchestrate(
     return results
 
 
+def pool_runs(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One result from ``--runs`` runs, each with its own router and bare server processes.
+
+    Where the scheduler places a server's threads holds for the life of the process and moves the
+    16-caller ratio by up to ±0.1 from one run to the next, so the per-round ratios and the
+    ``RouteBatch`` rounds of all runs are pooled, and each run's own median is kept beside them.
+    Everything else is the last run's.
+    """
+    pooled = dict(runs[-1])
+    pooled["runs"] = len(runs)
+    for key in [k for k in pooled if k.endswith("_ratio_rounds")]:
+        rounds = [ratio for run in runs for ratio in run[key]]
+        stem = key.removesuffix("_rounds")
+        pooled[key] = rounds
+        pooled[f"{stem}_median"] = float(np.median(rounds))
+        pooled[f"{stem}_run_medians"] = [run[f"{stem}_median"] for run in runs]
+    for key in [k for k in pooled if k.startswith("batch_")]:
+        rounds = [value for run in runs for value in run[key]["rounds"]]
+        pooled[key] = {"decisions_per_s": float(np.median(rounds)), "rounds": rounds}
+    if len(runs) > 1:
+        for key in [k for k in pooled if k.endswith("_ratio_median")]:
+            medians = ", ".join(f"{m:.3f}" for m in pooled[key.replace("_median", "_run_medians")])
+            print(f"{key} pooled over {len(runs)} runs {pooled[key]:.3f} (runs: {medians})")
+    return pooled
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="cmd")
@@ -581,6 +607,10 @@ def main() -> None:
     cl.add_argument("--out", type=Path, required=True)
     cl.add_argument("--cpu-pid", type=int, default=0)
     parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument(
+        "--runs", type=int, default=1,
+        help="repeat everything with new server processes and pool the rounds (see pool_runs)",
+    )  # fmt: skip
     parser.add_argument("--duration", type=float, default=3.0)
     parser.add_argument("--swaps", type=int, default=8)
     parser.add_argument("--json", type=Path, default=None)
@@ -618,7 +648,8 @@ def main() -> None:
         results: dict[str, Any] = {"table_bytes": len(blobs[0]), "table_keys": tables[0].num_keys}
         if "inprocess" in args.parts:
             results["inprocess"] = inprocess(blobs[0])
-        results.update(asyncio.run(orchestrate(args, tables, blobs)))
+        runs = [asyncio.run(orchestrate(args, tables, blobs)) for _ in range(args.runs)]
+        results.update(pool_runs(runs))
         results["wall_s"] = time.time() - started
         text = json.dumps(results, indent=2, default=str)
         if args.json:
