@@ -25,7 +25,8 @@ from dataplane.server import RouterConfig, RouterServer
 from sim.engine_model import LLAMA_8B
 from sim.types import SimRequest
 from simengine.server import EngineOptions, EngineServer
-from tests.support.loadgen import QUIET, snapshot
+from tests.support.loadgen import snapshot
+from tests.support.router import QUIET
 
 pytestmark = [pytest.mark.redis, pytest.mark.grpc]
 

@@ -1,18 +1,10 @@
-"""Helpers of the load-generator tests: quiet router timers and a load snapshot."""
+"""Helper of the load-generator tests: a load snapshot of given engine addresses."""
 
 from __future__ import annotations
 
 import time
 
 from cacheroute.v1 import cluster_pb2
-
-QUIET = {
-    "table_interval_s": 60.0,
-    "load_interval_s": 60.0,
-    "report_interval_s": 60.0,
-    "sample_interval_s": 60.0,
-    "ack_interval_s": 60.0,
-}
 
 
 def snapshot(addresses: dict[str, str], seq: int = 1) -> cluster_pb2.LoadSnapshot:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,21 +19,10 @@ from cacheroute.v1 import cluster_pb2
 from cacheroute_state import Stores
 from dataplane.http_front.app import FrontConfig
 from dataplane.server import RouterConfig, RouterServer
+from servekit.processes import free_port
+from tests.support.router import QUIET
 
-QUIET = {
-    "table_interval_s": 60.0,
-    "load_interval_s": 60.0,
-    "report_interval_s": 60.0,
-    "sample_interval_s": 60.0,
-    "ack_interval_s": 60.0,
-}
 START_TIMEOUT_S = 60.0
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class SimEngines:
