@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import math
-import os
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -37,6 +36,7 @@ from agents import dialects
 from agents.agent import Agent, AgentConfig
 from agents.agent_metrics import AgentMetrics
 from dataplane.core.names import InvalidNameError, validate_node_id, validate_pool
+from servekit import client_token
 from servekit.addresses import parse_host_port
 from servekit.flags import LOG_FORMAT, LOG_LEVEL, LOG_OPTIONS, add_version_flag, optional_path
 from servekit.grpc_server import wait_for_signal
@@ -46,7 +46,6 @@ from servekit.options import Option, OptionSet, SettingsError, list_option
 from servekit.tls import ClientTlsConfig
 
 DEFAULT_CONTROLPLANE = "127.0.0.1:50051"
-TOKEN_ENV = "CACHEROUTE_TOKEN"
 log = structlog.get_logger("agents")
 
 
@@ -91,7 +90,7 @@ TOKEN_FILE: Option[Path | None] = Option(
     "token_file",
     None,
     optional_path,
-    f"file holding the bearer token for the control plane (else ${TOKEN_ENV})",
+    f"file holding the bearer token for the control plane (else ${client_token.TOKEN_ENV})",
 )
 INTERVAL = Option("interval", 0.25, float, "scrape/report seconds")
 SCRAPE_TIMEOUT = Option("scrape_timeout", 1.0, float, "GET /metrics timeout, seconds")
@@ -258,17 +257,11 @@ def controlplanes(value: str) -> list[str]:
 
 
 def read_token(path: Path | None, environ: dict[str, str] | None = None) -> str | None:
-    """The bearer token from ``--token-file`` (stripped), else ``$CACHEROUTE_TOKEN``."""
-    if path is not None:
-        try:
-            token = path.read_text().strip()
-        except OSError as exc:
-            raise ConfigError(f"--token-file {path}: {exc.strerror}") from None
-        if not token:
-            raise ConfigError(f"--token-file {path} is empty")
-        return token
-    env = os.environ if environ is None else environ
-    return env.get(TOKEN_ENV, "").strip() or None
+    """The bearer token (:mod:`servekit.client_token`); a bad ``--token-file`` is a ConfigError."""
+    try:
+        return client_token.read_token(path, environ)
+    except client_token.TokenFileError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 async def serve(configs: list[AgentConfig], args: argparse.Namespace) -> int:

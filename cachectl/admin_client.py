@@ -21,6 +21,7 @@ from google.protobuf.json_format import MessageToDict
 from google.protobuf.message import Message
 
 from cachectl.errors import CliError
+from servekit.client_token import TOKEN_ENV, TokenFileError, read_token
 
 if TYPE_CHECKING:  # grpc is imported when a client is made: offline commands start faster
     import grpc
@@ -29,7 +30,6 @@ if TYPE_CHECKING:  # grpc is imported when a client is made: offline commands st
 
 DEFAULT_TARGET = "127.0.0.1:50051"
 TARGET_ENV = "CACHEROUTE_TARGET"
-TOKEN_ENV = "CACHEROUTE_TOKEN"  # the bearer token for a control plane run with --auth-file
 DEFAULT_TIMEOUT_S = 10.0
 _OPTIONS = (
     ("grpc.max_receive_message_length", 256 * 1024 * 1024),
@@ -185,18 +185,12 @@ def connect(args: argparse.Namespace) -> AdminClient:
 
 
 def token(args: argparse.Namespace, environ: dict[str, str] | None = None) -> str | None:
-    """The bearer token: ``--token-file`` (stripped), else ``$CACHEROUTE_TOKEN``, else none."""
+    """The bearer token (:mod:`servekit.client_token`); a bad ``--token-file`` is a CliError."""
     path: Path | None = getattr(args, "token_file", None)
-    if path is not None:
-        try:
-            text = path.read_text().strip()
-        except OSError as exc:
-            raise CliError(f"--token-file {path}: {exc.strerror}") from None
-        if not text:
-            raise CliError(f"--token-file {path} is empty")
-        return text
-    env = os.environ if environ is None else environ
-    return env.get(TOKEN_ENV, "").strip() or None
+    try:
+        return read_token(path, environ)
+    except TokenFileError as exc:
+        raise CliError(str(exc)) from None
 
 
 def to_json(message: Message) -> dict[str, Any]:
