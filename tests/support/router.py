@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 import urllib.request
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -72,7 +72,9 @@ def load_snapshot(
     pool: str = "default",
     unhealthy: tuple[str, ...] = (),
     draining: tuple[str, ...] = (),
+    addresses: Mapping[str, str] | None = None,
 ) -> cluster_pb2.LoadSnapshot:
+    """A snapshot of ``loads`` per node; a node's address is ``addresses[node]``, else made up."""
     return cluster_pb2.LoadSnapshot(
         pool=pool,
         seq=seq,
@@ -80,7 +82,7 @@ def load_snapshot(
         nodes=[
             cluster_pb2.NodeLoad(
                 node_id=node,
-                address=f"{node}.engines:8000",
+                address=addresses[node] if addresses else f"{node}.engines:8000",
                 load=load,
                 healthy=node not in unhealthy,
                 draining=node in draining,

@@ -20,7 +20,7 @@ from cacheroute_state import Stores
 from dataplane.http_front.app import FrontConfig
 from dataplane.server import RouterConfig, RouterServer
 from servekit.processes import free_port
-from tests.support.router import QUIET
+from tests.support.router import QUIET, load_snapshot
 
 START_TIMEOUT_S = 60.0
 
@@ -113,18 +113,13 @@ def node_ids(count: int = 4) -> list[str]:
 def snapshot(
     addresses: list[str], *, seq: int, loads: list[float] | None = None, pool: str = "default"
 ) -> cluster_pb2.LoadSnapshot:
-    return cluster_pb2.LoadSnapshot(
-        pool=pool,
+    """Nodes ``node-0``.. at ``addresses``, idle unless ``loads`` says otherwise."""
+    ids = node_ids(len(addresses))
+    return load_snapshot(
+        dict(zip(ids, loads or [0.0] * len(ids), strict=True)),
         seq=seq,
-        observed_at_unix_ms=int(time.time() * 1000),
-        nodes=[
-            cluster_pb2.NodeLoad(
-                node_id=node, address=address, healthy=True, load=loads[i] if loads else 0.0
-            )
-            for i, (node, address) in enumerate(
-                zip(node_ids(len(addresses)), addresses, strict=True)
-            )
-        ],
+        pool=pool,
+        addresses=dict(zip(ids, addresses, strict=True)),
     )
 
 
