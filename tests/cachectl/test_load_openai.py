@@ -17,8 +17,7 @@ from dataplane.http_front.app import FrontConfig
 from dataplane.server import RouterConfig, RouterServer
 from sim.engine_model import LLAMA_8B
 from simengine.server import EngineOptions, EngineServer
-from tests.support.loadgen import snapshot
-from tests.support.router import QUIET
+from tests.support.router import QUIET, load_snapshot
 
 pytestmark = [pytest.mark.redis, pytest.mark.grpc]
 
@@ -74,7 +73,9 @@ async def test_load_through_the_routers_front_sees_its_decisions(
 ) -> None:
     async with engines(2) as servers:
         addresses = {f"e{i}": f"127.0.0.1:{s.port}" for i, s in enumerate(servers)}
-        await stores.cluster.publish_load(snapshot(addresses))
+        await stores.cluster.publish_load(
+            load_snapshot(dict.fromkeys(addresses, 0.0), seq=1, addresses=addresses)
+        )
         router = RouterServer(
             RouterConfig(
                 listen="127.0.0.1:0",

@@ -25,8 +25,7 @@ from dataplane.server import RouterConfig, RouterServer
 from sim.engine_model import LLAMA_8B
 from sim.types import SimRequest
 from simengine.server import EngineOptions, EngineServer
-from tests.support.loadgen import snapshot
-from tests.support.router import QUIET
+from tests.support.router import QUIET, load_snapshot
 
 pytestmark = [pytest.mark.redis, pytest.mark.grpc]
 
@@ -54,7 +53,9 @@ async def rig(
     addresses = {node: f"127.0.0.1:{s.port}" for node, s in servers.items()}
     for node in dead:
         addresses[node] = "127.0.0.1:1"  # nothing listens on port 1
-    await stores.cluster.publish_load(snapshot(addresses))
+    await stores.cluster.publish_load(
+        load_snapshot(dict.fromkeys(addresses, 0.0), seq=1, addresses=addresses)
+    )
     router = RouterServer(
         RouterConfig(
             listen="127.0.0.1:0",
