@@ -13,7 +13,8 @@ from cacheroute_state import Stores
 from controlplane.__main__ import main
 from controlplane.config import ControlPlaneConfig, build_parser, parse_config
 from servekit.options import SettingsError
-from tests.support.controlplane import clients, eventually, fast_config, running
+from tests.support.controlplane import clients, fast_config, running
+from tests.support.polling import eventually
 
 
 def test_defaults_match_the_documented_ones() -> None:

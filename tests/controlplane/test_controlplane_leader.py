@@ -11,7 +11,8 @@ from cacheroute_state import Stores
 from controlplane.controlplane_metrics import ControlPlaneMetrics
 from controlplane.leader import LeaderElector
 from controlplane.server import ControlPlane
-from tests.support.controlplane import eventually, fast_config
+from tests.support.controlplane import fast_config
+from tests.support.polling import eventually
 from tests.support.state import on_redis
 
 

@@ -13,8 +13,9 @@ from cacheroute_state.interfaces import Hint, ReportRecord
 from controlplane.controlplane_metrics import ControlPlaneMetrics
 from controlplane.loads import LoadPublisher, observed_at
 from controlplane.nodes import Liveness
-from tests.support.controlplane import StubAgent, clients, eventually, fast_config, report
+from tests.support.controlplane import StubAgent, clients, fast_config, report
 from tests.support.controlplane import running as running_plane
+from tests.support.polling import eventually
 from tests.support.state import on_redis
 
 

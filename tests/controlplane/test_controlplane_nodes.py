@@ -9,15 +9,8 @@ from cacheroute.v1 import admin_pb2, agent_pb2, cluster_pb2
 from cacheroute_state import Stores
 from cacheroute_state.interfaces import ReportRecord
 from controlplane.nodes import InvalidAddressError, Liveness, node_status, validate_address
-from tests.support.controlplane import (
-    StubAgent,
-    clients,
-    eventually,
-    fast_config,
-    node_ids,
-    report,
-    running,
-)
+from tests.support.controlplane import StubAgent, clients, fast_config, node_ids, report, running
+from tests.support.polling import eventually
 from tests.support.state import on_redis
 
 

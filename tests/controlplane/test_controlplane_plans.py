@@ -16,13 +16,13 @@ from dataplane.core.table_codec import table_to_proto
 from tests.support.controlplane import (
     Clients,
     clients,
-    eventually,
     fast_config,
     register_nodes,
     running,
     traffic,
 )
 from tests.support.factories import small_plan
+from tests.support.polling import eventually
 from tests.support.state import on_redis
 
 pytestmark = pytest.mark.grpc

@@ -19,14 +19,8 @@ from cacheroute.v1 import admin_pb2, agent_pb2
 from cacheroute_state import Stores, open_stores
 from cacheroute_state.embedded import EmbeddedRedis
 from controlplane.nodes import remove_node
-from tests.support.controlplane import (
-    StubAgent,
-    clients,
-    eventually,
-    quick_config,
-    report,
-    running,
-)
+from tests.support.controlplane import StubAgent, clients, quick_config, report, running
+from tests.support.polling import eventually
 
 pytestmark = [pytest.mark.redis, pytest.mark.grpc]
 

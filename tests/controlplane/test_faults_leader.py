@@ -23,7 +23,8 @@ from cacheroute_state.embedded import EmbeddedRedis
 from controlplane.controlplane_metrics import ControlPlaneMetrics
 from controlplane.leader import SAFETY, LeaderElector
 from controlplane.server import ControlPlane
-from tests.support.controlplane import clients, eventually, quick_config
+from tests.support.controlplane import clients, quick_config
+from tests.support.polling import eventually
 
 pytestmark = [pytest.mark.redis]
 

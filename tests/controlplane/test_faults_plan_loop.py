@@ -11,14 +11,8 @@ import pytest
 from cacheroute.v1 import admin_pb2
 from cacheroute_state import Stores, open_stores
 from controlplane.server import ControlPlane
-from tests.support.controlplane import (
-    ControlPlaneProcess,
-    clients,
-    eventually,
-    quick_config,
-    running,
-    traffic,
-)
+from tests.support.controlplane import ControlPlaneProcess, clients, quick_config, running, traffic
+from tests.support.polling import eventually
 
 pytestmark = [pytest.mark.redis, pytest.mark.grpc]
 

@@ -14,10 +14,10 @@ from cacheroute_state.embedded import EmbeddedRedis
 from cacheroute_state.urls import redacted
 from dataplane.core.keys import hash_key
 from tests.support.factories import small_plan, store_plan
+from tests.support.polling import eventually
 from tests.support.router import (
     NODES,
     ack_of,
-    eventually,
     load_snapshot,
     rollout,
     running_router,

@@ -10,7 +10,8 @@ import pytest
 from cacheroute.v1 import routing_pb2
 from cacheroute_state import Stores
 from dataplane.core.outliers import OutlierConfig
-from tests.support.router import NODES, eventually, load_snapshot, router_stub, running_router
+from tests.support.polling import eventually
+from tests.support.router import NODES, load_snapshot, router_stub, running_router
 
 pytestmark = [pytest.mark.redis, pytest.mark.grpc]
 

@@ -22,10 +22,10 @@ from dataplane.core.table import RoutingTable
 from dataplane.core.table_codec import table_to_proto
 from servekit.tls import ClientTlsConfig, TlsConfig
 from tests.support.factories import metadata_for, small_plan, store_plan
+from tests.support.polling import eventually
 from tests.support.router import (
     NODES,
     ack_of,
-    eventually,
     follows,
     load_snapshot,
     rollout,

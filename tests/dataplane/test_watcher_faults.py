@@ -19,10 +19,10 @@ from cacheroute_state import Stores, schema
 from dataplane.core.table_codec import encode_table
 from dataplane.server import RouterServer
 from tests.support.factories import small_plan, store_plan
+from tests.support.polling import eventually
 from tests.support.router import (
     NODES,
     ack_of,
-    eventually,
     load_snapshot,
     rollout,
     router_stub,

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -74,19 +74,6 @@ class Clients:
 async def clients(address: str) -> AsyncIterator[Clients]:
     async with grpc.aio.insecure_channel(address) as channel:
         yield Clients(channel)
-
-
-async def eventually(
-    check: Callable[[], Awaitable[bool]], timeout: float = 5.0, every: float = 0.02
-) -> float:
-    """Poll ``check`` until it is true; returns the seconds it took (fails after ``timeout``)."""
-    started = time.monotonic()
-    while True:
-        if await check():
-            return time.monotonic() - started
-        if time.monotonic() - started > timeout:
-            raise AssertionError(f"condition not met within {timeout} s")
-        await asyncio.sleep(every)
 
 
 def report(

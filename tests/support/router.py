@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 import urllib.request
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
 import grpc
-import pytest
 
 from cacheroute.v1 import cluster_pb2, routing_pb2, routing_pb2_grpc
 from cacheroute_state import Stores
 from dataplane.core.keys import hash_key
 from dataplane.core.table import RoutingTable
 from dataplane.server import RouterConfig, RouterServer
+from tests.support.polling import eventually
 
 NODES = [f"node-{i}" for i in range(4)]
 QUIET = {  # timers long enough that only hints (or the test) trigger work
@@ -53,16 +52,6 @@ async def router_stub(
 ) -> AsyncIterator[routing_pb2_grpc.RouterServiceAsyncStub]:
     async with grpc.aio.insecure_channel(server.address) as channel:
         yield routing_pb2_grpc.RouterServiceStub(channel)  # type: ignore[misc]
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 5.0) -> float:
-    """Seconds until ``check()`` held; fails the test after ``timeout``."""
-    started = time.monotonic()
-    while not await check():
-        if time.monotonic() - started > timeout:
-            pytest.fail(f"condition not met within {timeout} s")
-        await asyncio.sleep(0.01)
-    return time.monotonic() - started
 
 
 def load_snapshot(

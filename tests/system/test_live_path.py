@@ -22,16 +22,9 @@ from dataplane.core.keys import hash_key
 from dataplane.core.table import RoutingTable
 from dataplane.core.table_codec import encode_table
 from dataplane.server import RouterConfig, RouterServer
-from tests.support.controlplane import (
-    Clients,
-    StubAgent,
-    clients,
-    eventually,
-    fast_config,
-    report,
-    running,
-)
+from tests.support.controlplane import Clients, StubAgent, clients, fast_config, report, running
 from tests.support.factories import metadata_for
+from tests.support.polling import eventually
 
 pytestmark = [pytest.mark.redis, pytest.mark.grpc, pytest.mark.slow]
 
