@@ -2,7 +2,7 @@
 
 The agent forwards the engine's time-to-first-token histogram as it is (cumulative, since the
 engine started) in ``NodeReport.ttft``; the control plane takes the deltas between reports
-(:mod:`controlplane.ttft_window`), so a lost report loses no observations and a restart is seen
+(:mod:`controlplane.core.ttft_window`), so a lost report loses no observations and a restart is seen
 as a counter reset there. Replicas (vLLM's ``engine``, SGLang's ``dp_rank``) are summed per
 bucket bound; copies of one scheduler's numbers (tensor-parallel ranks) are collapsed first, as
 for every other metric (:func:`agents.exposition.collapse`).

@@ -48,7 +48,7 @@ import numpy as np
 import numpy.typing as npt
 
 from cacheroute.v1 import table_pb2
-from controlplane.planner import PlanInput, build_plan
+from controlplane.core.planner import PlanInput, build_plan
 from dataplane.core.load_view import LoadView, NodeSet
 from dataplane.core.policies import Request, make_policy
 from dataplane.core.table import PlannerParams, RoutingTable, make_table

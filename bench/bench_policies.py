@@ -18,7 +18,7 @@ from collections import Counter
 
 import numpy as np
 
-from controlplane.planner import PlanInput, build_plan
+from controlplane.core.planner import PlanInput, build_plan
 from dataplane.core.keys import hash_key
 from dataplane.core.load_view import LoadView, NodeSet
 from dataplane.core.policies.base import Request

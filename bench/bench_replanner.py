@@ -23,9 +23,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_core import Q_CAP, machine, workload
 
-from controlplane.churn import compare
-from controlplane.planner import PlanInput, build_plan
-from controlplane.replanner import DEFAULT_MAX_CHURN, replan
+from controlplane.core.churn import compare
+from controlplane.core.planner import PlanInput, build_plan
+from controlplane.core.replanner import DEFAULT_MAX_CHURN, replan
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 BEGIN, END = "<!-- bench_replanner:begin -->", "<!-- bench_replanner:end -->"

@@ -2,12 +2,12 @@
 
 The trace is the paper workload at 100 QPS for 600 s as routers sample it at rate 1 (every request,
 the worst case: 60,000 samples, prompt blocks cut at the router's 64), converted by
-:func:`controlplane.shadow.samples_to_requests` and replayed by :func:`sim.shadow_replay.shadow`
-with the defaults ``plan shadow`` uses (70B profile, 3 seeds, 4 bisections, at most 20,000
-requests replayed: the stream thinned evenly over its whole window). The plan is built from the
-60 s before the trace. The baseline, measured in the same run, is one Flat-LB simulation of the
-replayed requests at the recorded load (the thinned stream's arrivals scaled back to it). Writes
-its section of docs/benchmarks.md unless ``--no-write``.
+:func:`controlplane.lifecycle.shadow.samples_to_requests` and replayed by
+:func:`sim.shadow_replay.shadow` with the defaults ``plan shadow`` uses (70B profile, 3 seeds, 4
+bisections, at most 20,000 requests replayed: the stream thinned evenly over its whole window). The
+plan is built from the 60 s before the trace. The baseline, measured in the same run, is one
+Flat-LB simulation of the replayed requests at the recorded load (the thinned stream's arrivals
+scaled back to it). Writes its section of docs/benchmarks.md unless ``--no-write``.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_core import machine
 
 from cacheroute.v1 import cluster_pb2
-from controlplane.shadow import samples_to_requests
+from controlplane.lifecycle.shadow import samples_to_requests
 from sim.cluster import ClusterConfig, simulate
 from sim.engine_model import LLAMA_70B
 from sim.planning import make_stream, plan_for

@@ -18,7 +18,7 @@ from cachectl import plan_report
 from cachectl.errors import CliError
 from cachectl.output import print_json
 from cachectl.rates_file import read_rates
-from controlplane.planner import PlanError, PlanInput, build_plan
+from controlplane.core.planner import PlanError, PlanInput, build_plan
 from dataplane.core.keys import InvalidKeyError, hash_key, prompt_blocks, validate_key
 from dataplane.core.load_view import LoadView, NodeSet
 from dataplane.core.names import InvalidNameError, validate_node_id, validate_pool

@@ -20,7 +20,7 @@ from typing import Any
 
 from cachectl.errors import CliError
 from cachectl.output import print_json, print_table
-from controlplane.replanner import DEFAULT_MAX_CHURN
+from controlplane.core.replanner import DEFAULT_MAX_CHURN
 from sim import presets
 from sim.calibration import single_destination_knee
 from sim.drift import GENERATORS, SIGMA, STEPS, DriftError, DriftSettings, run_drift

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cacheroute_state.embedded import DEFAULT_PORT, default_data_dir
-from controlplane.lifecycle_options import LIFECYCLE_OPTIONS, lifecycle_values
-from controlplane.report_checks import parse_networks
+from controlplane.core.report_checks import parse_networks
+from controlplane.lifecycle.options import LIFECYCLE_OPTIONS, lifecycle_values
 from servekit.addresses import parse_host_port
 from servekit.flags import (
     LOG_FORMAT,
@@ -58,14 +58,15 @@ class ControlPlaneConfig:
     rate_update_interval_s: float = 1.0
     rate_max_keys: int = 250_000
     leader_lease_ttl_s: float = 3.0
-    # >= the agents' longest reconnect backoff (5 s) plus a connect: see controlplane/loads.py.
+    # >= the agents' longest reconnect backoff (5 s) plus a connect: see
+    # controlplane/cluster/loads.py.
     leader_grace_s: float = 8.0
     # CIDRs agent-reported engine addresses must lie in; empty: any address (see report_checks).
     agent_networks: tuple[str, ...] = ()
     # YAML list of {name, role, sha256|subject}: every RPC then needs a token or known cert.
     auth_file: Path | None = None
     grace_s: float = 5.0
-    # Plan lifecycle (issue 11; declared in controlplane/lifecycle_options.py): the replanner's
+    # Plan lifecycle (issue 11; declared in controlplane/lifecycle/options.py): the replanner's
     # churn cap, automatic mode, the shadow replay's budget and the live guard.
     max_churn: float = 0.10
     auto_interval_s: float = 60.0
@@ -81,7 +82,7 @@ class ControlPlaneConfig:
     guard_min_samples: int = 50
     guard_action: str = "disable"
     guard_all_rollouts: bool = False
-    # Byte-aware admission in live builds (controlplane/live_sizes.py): off while 0.
+    # Byte-aware admission in live builds (controlplane/core/live_sizes.py): off while 0.
     cache_budget: float = 0.0
     byte_rank: str = "best"
     prefix_sizes: dict[str, float] = field(default_factory=dict)  # configured; win over reports

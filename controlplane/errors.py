@@ -1,6 +1,6 @@
 """The control plane's domain errors (the store's are in :mod:`cacheroute_state.interfaces`).
 
-Servicers map them to gRPC status codes in :mod:`controlplane.rpc`::
+Servicers map them to gRPC status codes in :mod:`controlplane.services.rpc`::
 
     ValueError (incl. InvalidNameError, TableError, PlanError)   INVALID_ARGUMENT
     PlanNotFoundError, NodeNotFoundError                         NOT_FOUND

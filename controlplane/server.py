@@ -31,27 +31,27 @@ from cacheroute_state import Stores, open_stores
 from cacheroute_state.embedded import EmbeddedRedis, EmbeddedRedisError
 from cacheroute_state.interfaces import StoreUnavailableError
 from cacheroute_state.urls import redacted
-from controlplane.agent_service import AgentServicer
-from controlplane.agent_service import add_to_server as add_agent_service
-from controlplane.auth import AuthInterceptor, caller_name, load_auth_file
-from controlplane.auto_mode import AutoPilot
+from controlplane.cluster.key_rate_tracker import RateTracker
+from controlplane.cluster.leader import LeaderElector
+from controlplane.cluster.loads import LoadPublisher
+from controlplane.cluster.nodes import Liveness
 from controlplane.config import ControlPlaneConfig
-from controlplane.controlplane_metrics import ControlPlaneMetrics
-from controlplane.decode_guard import DecodeGuard
+from controlplane.core.report_checks import ReportRules, parse_networks
+from controlplane.core.ttft_window import TtftWindows
 from controlplane.errors import PreconditionError
-from controlplane.key_rate_tracker import RateTracker
-from controlplane.leader import LeaderElector
-from controlplane.live_guard import GuardSettings, LiveGuard
-from controlplane.live_plan import BuildRequest, PlanDefaults, build_live_plan
-from controlplane.loads import LoadPublisher
-from controlplane.node_service import NodeServicer
-from controlplane.nodes import Liveness
-from controlplane.plan_service import PlanServicer
-from controlplane.report_checks import ReportRules, parse_networks
-from controlplane.rollout_gates import DestinationGate
-from controlplane.shadow import ShadowBudget
-from controlplane.ttft_window import TtftWindows
-from controlplane.verdict_gate import ShadowVerdictGate
+from controlplane.lifecycle.auto_mode import AutoPilot
+from controlplane.lifecycle.live_guard import GuardSettings, LiveGuard
+from controlplane.lifecycle.live_plan import BuildRequest, PlanDefaults, build_live_plan
+from controlplane.lifecycle.rollout_gates import DestinationGate
+from controlplane.lifecycle.shadow import ShadowBudget
+from controlplane.lifecycle.verdict_gate import ShadowVerdictGate
+from controlplane.metrics import ControlPlaneMetrics
+from controlplane.services.agent_service import AgentServicer
+from controlplane.services.agent_service import add_to_server as add_agent_service
+from controlplane.services.auth import AuthInterceptor, caller_name, load_auth_file
+from controlplane.services.decode_guard import DecodeGuard
+from controlplane.services.node_service import NodeServicer
+from controlplane.services.plan_service import PlanServicer
 from servekit.addresses import parse_host_port
 from servekit.clock import Clock, wall_ms
 from servekit.grpc_server import GrpcServer

@@ -14,14 +14,15 @@ its key's rate is steady (the same u decides). Single-turn requests draw their o
 **Plans**: the control plane can plan only from the past, so the plan installed at the start of
 interval t+1 is built from the request counts of the last ``plan_window_s`` of interval t
 (:func:`sim.planning.estimate_rates`); the first plan from a window before interval 0. The fresh
-replanner runs Algorithm 1 each time (:func:`controlplane.planner.build_plan`), the churn-aware
-one :func:`controlplane.replanner.replan` against its own previous plan. A third arm, ``static``,
-keeps the first plan: its hit rate across a boundary shows what the stream alone does there.
+replanner runs Algorithm 1 each time (:func:`controlplane.core.planner.build_plan`), the churn-aware
+one :func:`controlplane.core.replanner.replan` against its own previous plan. A third arm,
+``static``, keeps the first plan: its hit rate across a boundary shows what the stream alone does
+there.
 
 **Simulation**: one continuous cluster run per arm (caches carry over); at each boundary every
 router's table is swapped at the first arrival past it (what a router does on a new version).
-Per transition: churn (:func:`controlplane.churn.churn`), the hit-rate dip (token-weighted KV hit
-over the ``dip_window_s`` before the boundary minus the one after), p99 TTFT of the interval's
+Per transition: churn (:func:`controlplane.core.churn.churn`), the hit-rate dip (token-weighted KV
+hit over the ``dip_window_s`` before the boundary minus the one after), p99 TTFT of the interval's
 requests (those without a first token count with their wait so far) and the plan's planned
 imbalance.
 """
@@ -35,9 +36,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from controlplane.churn import compare
-from controlplane.planner import PlanInput, build_plan
-from controlplane.replanner import DEFAULT_MAX_CHURN, DEFAULT_TOLERANCE, replan
+from controlplane.core.churn import compare
+from controlplane.core.planner import PlanInput, build_plan
+from controlplane.core.replanner import DEFAULT_MAX_CHURN, DEFAULT_TOLERANCE, replan
 from dataplane.core.load_view import LoadView
 from dataplane.core.policies import Decision, Policy, Request
 from dataplane.core.table import RoutingTable

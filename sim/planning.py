@@ -4,7 +4,7 @@ The control plane never knows a generator's true per-key rates: it counts reques
 past window and runs the planner on those estimates. The simulator does the same. A run's request
 stream is generated with a leading *plan window* that is not simulated: its per-key request counts
 divided by its length are the rate estimates (the paper leaves the estimator open; a windowed
-mean is the simplest unbiased one), and :func:`controlplane.planner.build_plan` turns them into
+mean is the simplest unbiased one), and :func:`controlplane.core.planner.build_plan` turns them into
 the table with the policy's ``placement``, ``q_cap`` and ``W`` slots per destination. The run then
 starts, with cold caches, at the end of that window, so the plan is always built from traffic the
 run does not replay (a disjoint, earlier segment of the same stream).
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from controlplane.planner import PlanInput, build_plan
+from controlplane.core.planner import PlanInput, build_plan
 from dataplane.core.policies.registry import POLICIES
 from dataplane.core.table import RoutingTable
 from sim.types import SimRequest, Workload

@@ -6,7 +6,7 @@ key's context has one of ``context_tokens`` sizes (key i gets size class i mod l
 every size class spans the popularity range). Body: lognormal, median 200 tokens, σ 0.6.
 
 **Plans** from the same prior window: Algorithm 1 with W equal slots per destination, and
-byte-aware admission (:mod:`controlplane.byte_admission`) with each key's reusable prefix
+byte-aware admission (:mod:`controlplane.core.byte_admission`) with each key's reusable prefix
 (template + context, in tokens) against a per-destination budget of W × the mean prefix size of
 the active keys, i.e. the same cache bytes as W average slots. Both run the ``cacheroute`` policy
 on the same stream and cluster; the report gives token-weighted KV hit, the share of requests
@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from controlplane.planner import PlanInput, build_plan
+from controlplane.core.planner import PlanInput, build_plan
 from dataplane.core.table import RoutingTable
 from sim.cluster import ClusterConfig, simulate
 from sim.engine_model import EngineProfile

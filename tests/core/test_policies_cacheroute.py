@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from controlplane.planner import PlanInput, build_plan
+from controlplane.core.planner import PlanInput, build_plan
 from dataplane.core.keys import hash_key
 from dataplane.core.load_view import LoadView, NodeSet, bind_with_memo
 from dataplane.core.policies.base import Reason, Request

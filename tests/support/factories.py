@@ -6,7 +6,7 @@ import numpy as np
 
 from cacheroute.v1 import table_pb2
 from cacheroute_state import Stores
-from controlplane.planner import PlanInput, build_plan
+from controlplane.core.planner import PlanInput, build_plan
 from dataplane.core.keys import hash_key
 from dataplane.core.table import RoutingTable
 from dataplane.core.table_codec import encode_table, params_to_proto, stats_to_proto

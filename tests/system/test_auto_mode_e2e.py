@@ -19,7 +19,7 @@ from cachectl.loadgen.workloads import resolve
 from cachectl.localcluster.cluster import ClusterSpec, LocalCluster
 from cacheroute.v1 import admin_pb2, cluster_pb2, table_pb2
 from cacheroute_state import open_stores
-from controlplane.live_guard import AUTO_ACTOR, GUARD_ACTOR
+from controlplane.lifecycle.live_guard import AUTO_ACTOR, GUARD_ACTOR
 from sim.engine_model import LLAMA_70B
 
 pytestmark = [

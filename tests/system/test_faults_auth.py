@@ -22,7 +22,7 @@ import redis as redis_py
 from cacheroute.v1 import admin_pb2, admin_pb2_grpc
 from cacheroute_state import open_stores
 from cacheroute_state.embedded import EmbeddedRedis
-from controlplane.auth import token_hash
+from controlplane.services.auth import token_hash
 from tests.support.faults import Fleet, Proc, until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.redis, pytest.mark.grpc, pytest.mark.slow,

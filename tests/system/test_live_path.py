@@ -16,7 +16,7 @@ import pytest
 from cachectl.main import main
 from cacheroute.v1 import admin_pb2, routing_pb2, routing_pb2_grpc
 from cacheroute_state import Stores
-from controlplane.planner import PlanInput, build_plan
+from controlplane.core.planner import PlanInput, build_plan
 from controlplane.server import ControlPlane
 from dataplane.core.keys import hash_key
 from dataplane.core.table import RoutingTable

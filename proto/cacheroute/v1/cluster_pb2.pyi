@@ -429,7 +429,7 @@ Global___AuditEvent: _TypeAlias = AuditEvent  # noqa: Y015
 @_typing.final
 class AutoMode(_message.Message):
     """Automatic mode of one pool (cr:{pool}:auto): when enabled, the leader builds a plan every
-    interval, shadow-replays it and rolls out only passing plans (controlplane/auto_mode.py).
+    interval, shadow-replays it and rolls out only passing plans (controlplane/lifecycle/auto_mode.py).
     """
 
     DESCRIPTOR: _descriptor.Descriptor
@@ -472,7 +472,7 @@ Global___AutoMode: _TypeAlias = AutoMode  # noqa: Y015
 @_typing.final
 class GuardState(_message.Message):
     """The live guard of one pool (cr:{pool}:guard): the rollout it watches and what it decided
-    (controlplane/live_guard.py).
+    (controlplane/lifecycle/live_guard.py).
     """
 
     DESCRIPTOR: _descriptor.Descriptor

@@ -403,7 +403,7 @@ Global___PlanMetadata: _TypeAlias = PlanMetadata  # noqa: Y015
 
 @_typing.final
 class ReplanInfo(_message.Message):
-    """The replanner's report for a built plan (controlplane/replanner.py)."""
+    """The replanner's report for a built plan (controlplane/core/replanner.py)."""
 
     DESCRIPTOR: _descriptor.Descriptor
 

@@ -1,0 +1,305 @@
+"""Plan operations behind PlanService: import, list, show, rollout, rollback and disable.
+
+Plans are immutable versions in the store; the active pointer moves only by compare-and-set, so
+every control-plane instance may serve these calls. A rollout or rollback without an expected
+generation uses the generation read just before the move, so of two concurrent moves from the
+same generation exactly one wins and the other gets a :class:`ConflictError` that names the
+generation, version and actor that won. Every write is audited with its actor (pointer moves by
+the store's Lua script, imports here); importing content that is already stored is not a write.
+
+A rollout first runs its gates (:mod:`controlplane.lifecycle.rollout_gates`: the destinations, and
+a passing shadow verdict, :mod:`controlplane.lifecycle.verdict_gate`); ``force`` goes past their
+refusals and records them in the audit. ``disable`` moves the pointer to no table (empty version)
+under a new generation; a rollback from there re-activates the last plan.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+from collections.abc import Sequence
+
+from cacheroute.v1 import admin_pb2, cluster_pb2, table_pb2
+from cacheroute_state import Stores
+from cacheroute_state.interfaces import ConflictError, PlanNotFoundError
+from controlplane.cluster.nodes import Liveness
+from controlplane.errors import PreconditionError
+from controlplane.lifecycle.rollout_gates import (
+    Refusal,
+    RolloutGate,
+    check_destinations,
+    refuse_or_force,
+    run_gates,
+)
+from dataplane.core.names import validate_pool, validate_version
+from dataplane.core.table import RoutingTable, TableError
+from dataplane.core.table_codec import (
+    decode_table,
+    params_to_proto,
+    stats_to_proto,
+    table_from_proto,
+)
+
+DEFAULT_LIST_LIMIT = 50
+DEFAULT_TOP_KEYS = 10
+
+
+def metadata_for(
+    table: RoutingTable, *, created_by: str, source: str, note: str, table_bytes: int, now_ms: int
+) -> table_pb2.PlanMetadata:
+    return table_pb2.PlanMetadata(
+        pool=table.pool,
+        version=table.version,
+        content_hash=table.content_hash,
+        created_at_unix_ms=now_ms,
+        created_by=created_by,
+        source=source,
+        params=params_to_proto(table.params),
+        stats=stats_to_proto(table.stats),
+        note=note,
+        table_bytes=table_bytes,
+    )
+
+
+async def summary(stores: Stores, meta: table_pb2.PlanMetadata) -> admin_pb2.PlanSummary:
+    active = await stores.plans.get_active(meta.pool)
+    return admin_pb2.PlanSummary(
+        metadata=meta, active=active is not None and active.version == meta.version
+    )
+
+
+async def store_plan(
+    stores: Stores, table_bytes: bytes, meta: table_pb2.PlanMetadata, *, action: str
+) -> admin_pb2.PlanSummary:
+    """Store a validated plan once; audit ``action`` only when it was new."""
+    stored, created = await stores.plans.put_plan(table_bytes, meta)
+    if created:
+        await stores.plans.append_audit(
+            cluster_pb2.AuditEvent(
+                at_unix_ms=meta.created_at_unix_ms,
+                actor=meta.created_by,
+                action=action,
+                pool=meta.pool,
+                to_version=meta.version,
+                detail=meta.note,
+            )
+        )
+    return await summary(stores, stored)
+
+
+async def import_plan(
+    stores: Stores,
+    msg: table_pb2.RoutingTable,
+    *,
+    actor: str,
+    note: str,
+    now_ms: int,
+    liveness: Liveness | None = None,
+) -> admin_pb2.PlanSummary:
+    """Validate a table built elsewhere (by decoding it, hash included) and store it; with
+    ``liveness``, the answer says how its destinations match the pool's nodes."""
+    if msg.ByteSize() == 0:
+        raise ValueError("the request has no table")
+    table = await asyncio.to_thread(table_from_proto, msg)
+    validate_pool(table.pool)
+    data = msg.SerializeToString()
+    meta = metadata_for(
+        table, created_by=actor, source="import", note=note, table_bytes=len(data), now_ms=now_ms
+    )
+    stored = await store_plan(stores, data, meta, action="import")
+    if liveness is not None:
+        stored.destinations.CopyFrom(await check_destinations(stores, table, now_ms, liveness))
+    return stored
+
+
+async def list_plans(stores: Stores, pool: str, limit: int) -> admin_pb2.ListPlansResponse:
+    pool = validate_pool(pool)
+    metas = await stores.plans.list_plans(pool, limit or DEFAULT_LIST_LIMIT)
+    active = await stores.plans.get_active(pool)
+    active_version = active.version if active is not None else None
+    response = admin_pb2.ListPlansResponse(
+        plans=[admin_pb2.PlanSummary(metadata=m, active=m.version == active_version) for m in metas]
+    )
+    if active is not None:
+        response.active.CopyFrom(active)
+    return response
+
+
+async def read_plan(
+    stores: Stores, pool: str, version: str
+) -> tuple[table_pb2.PlanMetadata, bytes]:
+    pool = validate_pool(pool)
+    validate_version(version)
+    meta = await stores.plans.get_metadata(pool, version)
+    data = await stores.plans.get_table_bytes(pool, version)
+    if meta is None or data is None:
+        raise PlanNotFoundError(
+            f"plan {version} not found in pool {pool} (`cachectl plan list` shows the stored ones)"
+        )
+    return meta, data
+
+
+async def get_plan(
+    stores: Stores,
+    pool: str,
+    version: str,
+    *,
+    top_keys: int,
+    include_table: bool,
+    now_ms: int = 0,
+    liveness: Liveness | None = None,
+) -> admin_pb2.GetPlanResponse:
+    """A plan's metadata, its highest-rate keys with their destinations, optionally the table;
+    with ``liveness``, how its destinations match the pool's nodes."""
+    meta, data = await read_plan(stores, pool, version)
+    table = await asyncio.to_thread(decode_table, data, verify_hash=False)
+    response = admin_pb2.GetPlanResponse(summary=await summary(stores, meta))
+    if liveness is not None:
+        found = await check_destinations(stores, table, now_ms, liveness)
+        response.summary.destinations.CopyFrom(found)
+    for label in table.top_keys[: top_keys or DEFAULT_TOP_KEYS]:
+        response.top_keys.append(
+            admin_pb2.KeyAssignment(
+                key_hash=label.key_hash,
+                key=label.key,
+                rate=label.rate,
+                node_ids=table.destination_ids(label.key_hash) or [],
+            )
+        )
+    if include_table:
+        response.table.ParseFromString(data)
+    return response
+
+
+def _when(ms: int) -> str:
+    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC).strftime(
+        "%Y-%m-%dT%H:%M:%SZ"
+    )
+
+
+def conflict_message(pool: str, expected: int, current: cluster_pb2.ActivePointer | None) -> str:
+    if current is None:
+        where = "has no active pointer"
+    else:
+        where = (
+            f"is at generation {current.generation} (version {current.version}, "
+            f"{current.action or 'moved'} by {current.actor or '?'} at "
+            f"{_when(current.updated_at_unix_ms)})"
+        )
+    return (
+        f"pool {pool}: the active pointer {where}, not the expected generation {expected}; "
+        "nothing was changed (re-check with `cachectl status` and retry)"
+    )
+
+
+async def _move(
+    stores: Stores,
+    pool: str,
+    version: str,
+    expected_generation: int | None,
+    *,
+    actor: str,
+    action: str,
+    reason: str,
+) -> cluster_pb2.ActivePointer:
+    await read_plan(stores, pool, version)  # NOT_FOUND before any generation check
+    if expected_generation is None:
+        current = await stores.plans.get_active(pool)
+        expected_generation = current.generation if current is not None else 0
+    try:
+        return await stores.plans.move_active(
+            pool,
+            version,
+            expected_generation=expected_generation,
+            actor=actor,
+            action=action,
+            detail=reason,
+        )
+    except ConflictError as exc:
+        message = conflict_message(pool, expected_generation, exc.current)
+        raise ConflictError(message, exc.current) from exc
+
+
+async def rollout(
+    stores: Stores,
+    pool: str,
+    version: str,
+    expected_generation: int | None,
+    *,
+    actor: str,
+    reason: str,
+    force: bool = False,
+    gates: Sequence[RolloutGate] = (),
+    now_ms: int = 0,
+) -> cluster_pb2.ActivePointer:
+    """Activate ``version`` once every gate passes (or ``force``: audited with what it forced)."""
+    pool = validate_pool(pool)
+    validate_version(version)
+    if gates:
+        _, data = await read_plan(stores, pool, version)
+        try:
+            table = await asyncio.to_thread(decode_table, data, verify_hash=False)
+        except TableError as exc:  # stored bytes gone bad: every router would NACK it
+            refusal = Refusal("table", f"the stored table does not decode: {exc}")
+            forced = refuse_or_force([refusal], pool, version, force=force)
+        else:
+            forced = await run_gates(list(gates), stores, table, force=force, now_ms=now_ms)
+        if forced:
+            reason = f"{reason}; {forced}" if reason else forced
+    return await _move(
+        stores, pool, version, expected_generation, actor=actor, action="rollout", reason=reason
+    )
+
+
+async def disable(
+    stores: Stores, pool: str, expected_generation: int | None, *, actor: str, reason: str
+) -> cluster_pb2.ActivePointer:
+    """Point the pool at no table under a new generation: routers fall back to Flat-LB."""
+    pool = validate_pool(pool)
+    current = await stores.plans.get_active(pool)
+    if current is None or not current.version:
+        raise PreconditionError(
+            f"pool {pool} has no active plan; its routers already route by Flat-LB (no_table)"
+        )
+    if expected_generation is None:
+        expected_generation = current.generation
+    try:
+        return await stores.plans.move_active(
+            pool, "", expected_generation=expected_generation, actor=actor, action="disable",
+            detail=reason,
+        )  # fmt: skip
+    except ConflictError as exc:
+        message = conflict_message(pool, expected_generation, exc.current)
+        raise ConflictError(message, exc.current) from exc
+
+
+async def rollback(
+    stores: Stores,
+    pool: str,
+    to_version: str,
+    expected_generation: int | None,
+    *,
+    actor: str,
+    reason: str,
+) -> cluster_pb2.ActivePointer:
+    """Re-activate ``to_version`` (default: the version active before the current one) under a
+    new generation."""
+    pool = validate_pool(pool)
+    if to_version:
+        validate_version(to_version)
+    current = await stores.plans.get_active(pool)
+    if current is None:
+        raise PreconditionError(f"pool {pool} has no active plan to roll back from")
+    if not to_version:
+        earlier = [v for v in await stores.plans.previous_versions(pool) if v != current.version]
+        if not earlier:
+            raise PreconditionError(
+                f"pool {pool} has no earlier active version than {current.version}; "
+                "name one with --to"
+            )
+        to_version = earlier[0]
+    if expected_generation is None:
+        expected_generation = current.generation
+    return await _move(
+        stores, pool, to_version, expected_generation, actor=actor, action="rollback", reason=reason
+    )

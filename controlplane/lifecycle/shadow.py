@@ -1,0 +1,170 @@
+"""ShadowPlan: replay a recorded stream with a stored plan and with Flat-LB, store the verdict.
+
+The stream is the routers' sampled trace (``cr:{pool}:trace``) of the last ``recent_minutes``, or a
+trace file the simulator reads (a path on this host). A sampled request carries its key and the
+router's prompt blocks (at most the first 4,096 bytes, 64-byte chunks ≈ 16 tokens each), not
+its sizes: its prompt is taken as 16 tokens per block and its answer as ``OUTPUT_TOKENS`` (the
+paper workload's median answer). The replay (:func:`sim.shadow_replay.shadow`) runs in a worker
+thread on the pool's engine profile and node count; it never touches live traffic. The verdict,
+with the full report as JSON, is written into the plan's metadata (``PlanMetadata.verdict``) and
+audited as ``shadow`` with the actor; ``plan show``, ``plan list`` and ``status`` read it there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from cacheroute.v1 import admin_pb2, cluster_pb2, table_pb2
+from cacheroute_state import Stores
+from controlplane.errors import PreconditionError
+from controlplane.lifecycle.plans import read_plan
+from dataplane.core.table_codec import decode_table
+from sim.engine_model import LLAMA_70B, UnknownProfileError, get_profile
+from sim.shadow_replay import ShadowError, ShadowSettings, report, shadow
+from sim.types import BLOCK_TOKENS, SimRequest
+from sim.workloads.registry import make_workload
+
+DEFAULT_RECENT_MINUTES = 10
+MAX_SAMPLES = 100_000  # the trace stream keeps about this many
+OUTPUT_TOKENS = 129
+DEFAULT_TRACE_QPS = 100.0
+DEFAULT_TRACE_DURATION_S = 600.0
+Outcome = table_pb2.ShadowVerdict.Outcome
+
+
+@dataclass(frozen=True)
+class ShadowBudget:
+    """How much a replay may cost (``--shadow-*``): a small local cluster decides in seconds
+    with a few thousand requests, one seed and no bisection; the defaults are the gate's own."""
+
+    max_requests: int = 20_000
+    seeds: int = 3
+    iterations: int = 4
+    recent_minutes: int = DEFAULT_RECENT_MINUTES
+
+
+def samples_to_requests(
+    samples: Sequence[cluster_pb2.SampledRequest], since_ms: int
+) -> list[SimRequest]:
+    """Sampled requests at or after ``since_ms`` as simulator requests, times from the first."""
+    kept = sorted((s for s in samples if s.at_unix_ms >= since_ms), key=lambda s: s.at_unix_ms)
+    if not kept:
+        return []
+    start = kept[0].at_unix_ms
+    return [
+        SimRequest(
+            arrival_s=(s.at_unix_ms - start) / 1000.0,
+            key=s.key,
+            key_hash=s.key_hash,
+            blocks=tuple(s.prefix_blocks),
+            prompt_tokens=max(1, len(s.prefix_blocks)) * BLOCK_TOKENS,
+            output_tokens=OUTPUT_TOKENS,
+        )
+        for s in kept
+    ]
+
+
+async def load_stream(
+    stores: Stores,
+    pool: str,
+    request: admin_pb2.ShadowPlanRequest,
+    now_ms: int,
+    default_minutes: int = DEFAULT_RECENT_MINUTES,
+) -> tuple[list[SimRequest], str]:
+    """The requests to replay and a description of where they came from."""
+    if request.trace_path:
+        qps = request.trace_qps or DEFAULT_TRACE_QPS
+        duration = request.trace_duration_s or DEFAULT_TRACE_DURATION_S
+        try:
+            workload = make_workload("trace", path=request.trace_path)
+            requests = await asyncio.to_thread(
+                workload.requests, qps=qps, duration_s=duration, seed=0
+            )
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"trace_path {request.trace_path}: {exc}") from None
+        return requests, f"trace file {request.trace_path} at {qps:g} QPS for {duration:g} s"
+    minutes = request.recent_minutes or default_minutes
+    samples = await stores.telemetry.read_samples(pool, MAX_SAMPLES)
+    requests = samples_to_requests(samples, now_ms - minutes * 60_000)
+    if not requests:
+        raise PreconditionError(
+            f"pool {pool} has no sampled requests in the last {minutes} minutes (routers sample "
+            "with --trace-sample-rate); replay a trace file instead (--trace FILE)"
+        )
+    return requests, f"{len(requests)} sampled requests of the last {minutes} minutes"
+
+
+def verdict_proto(
+    document: dict[str, object], *, actor: str, source: str, now_ms: int
+) -> table_pb2.ShadowVerdict:
+    loads = document["loads"]
+    assert isinstance(loads, dict)
+    capacity = document["capacity_qps"]
+    assert isinstance(capacity, dict)
+    sides: dict[str, dict[str, float]] = {"cacheroute": {}, "flat": {}}
+    for name, load in loads.items():
+        for policy, side in sides.items():
+            for metric in ("kv_hit", "imbalance", "p99_s", "failures"):
+                side[f"{name}_{metric}"] = float(load[policy][metric])
+            side[f"{name}_qps"] = float(load["qps"])
+    for policy, side in sides.items():
+        side["capacity_qps"] = float(capacity[policy])
+    return table_pb2.ShadowVerdict(
+        outcome=Outcome.OUTCOME_PASS if document["verdict"] == "pass" else Outcome.OUTCOME_FAIL,
+        summary=str(document["reason"]),
+        decided_at_unix_ms=now_ms,
+        candidate=sides["cacheroute"],
+        baseline=sides["flat"],
+        decided_by=actor,
+        source=source,
+        report_json=json.dumps(document, sort_keys=True),
+    )
+
+
+async def shadow_plan(
+    stores: Stores,
+    request: admin_pb2.ShadowPlanRequest,
+    *,
+    actor: str,
+    now_ms: int,
+    budget: ShadowBudget | None = None,
+) -> table_pb2.ShadowVerdict:
+    """Replay, decide, record the verdict on the plan version, audit it."""
+    pool = request.pool or "default"
+    meta, data = await read_plan(stores, pool, request.version)
+    try:
+        profile = get_profile(request.profile or LLAMA_70B.name)
+    except UnknownProfileError as exc:
+        raise ValueError(f"profile: {exc}") from None
+    table = await asyncio.to_thread(decode_table, data, verify_hash=False)
+    budget = budget or ShadowBudget()
+    requests, source = await load_stream(stores, meta.pool, request, now_ms, budget.recent_minutes)
+    settings = ShadowSettings(
+        profile=profile,
+        nodes=request.nodes or None,
+        max_requests=budget.max_requests,
+        seeds=budget.seeds,
+        iterations=budget.iterations,
+    )
+    try:
+        verdict = await asyncio.to_thread(shadow, requests, table, settings)
+    except ShadowError as exc:
+        raise PreconditionError(f"cannot replay plan {meta.version}: {exc}") from None
+    document = report(verdict)
+    proto = verdict_proto(document, actor=actor, source=source, now_ms=now_ms)
+    meta.verdict.CopyFrom(proto)
+    await stores.plans.update_metadata(meta)
+    await stores.plans.append_audit(
+        cluster_pb2.AuditEvent(
+            at_unix_ms=now_ms,
+            actor=actor,
+            action="shadow",
+            pool=meta.pool,
+            to_version=meta.version,
+            detail=f"{document['verdict']}: {document['reason']}",
+        )
+    )
+    return proto

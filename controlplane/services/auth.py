@@ -1,0 +1,206 @@
+"""Who may call what: bearer tokens or mTLS subjects, three roles, one server interceptor.
+
+``--auth-file FILE`` is YAML, a list of clients::
+
+    - {name: ops-alice, role: write, sha256: <hex SHA-256 of her token>}
+    - {name: dashboards, role: read, sha256: ...}
+    - {name: agents-rack-7, role: agent, subject: agents.rack7.example}   # mTLS client cert
+
+Only hashes are stored, so the file is no secret. With it, every RPC except the gRPC health check
+needs ``authorization: Bearer TOKEN`` metadata (or, with mTLS, a client certificate whose common
+name or a subject-alternative name equals an entry's ``subject``); otherwise UNAUTHENTICATED.
+Roles (:func:`required_role`): ``read`` lists and shows (ListPlans, GetPlan, DiffPlans, GetStatus,
+ListNodes, reflection); ``write`` may also build, import, shadow, roll out, roll back, add, remove
+and drain (every other admin method, including ones added later); ``agent`` may only stream
+``AgentService.Connect``, which no other role may. A known caller in the wrong role gets
+PERMISSION_DENIED. The authenticated name is what the audit records (:func:`caller_name`) and
+the identity an agent's nodes are bound to; a client-supplied actor is ignored then.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import grpc
+import structlog
+
+from servekit.auth_file import (
+    AuthFileError,
+    AuthTable,
+    Client,
+    Role,
+    bearer_token,
+    load_auth_file,
+    parse_auth,
+    token_hash,
+)
+
+log = structlog.get_logger("controlplane.services.auth")
+_CALLER: contextvars.ContextVar[str] = contextvars.ContextVar("cacheroute_caller", default="")
+OPEN_SERVICES = ("/grpc.health.v1.Health/",)
+READ_METHODS = frozenset(
+    {
+        "/cacheroute.v1.PlanService/ListPlans",
+        "/cacheroute.v1.PlanService/GetPlan",
+        "/cacheroute.v1.PlanService/DiffPlans",
+        "/cacheroute.v1.PlanService/GetStatus",
+        "/cacheroute.v1.NodeService/ListNodes",
+        "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+        "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+    }
+)
+AGENT_METHODS = frozenset({"/cacheroute.v1.AgentService/Connect"})
+# The auth file's format lives in servekit.auth_file (routers read it too); re-exported here.
+__all__ = [
+    "AuthFileError",
+    "AuthInterceptor",
+    "AuthTable",
+    "Client",
+    "Role",
+    "allowed",
+    "caller_name",
+    "load_auth_file",
+    "parse_auth",
+    "required_role",
+    "token_hash",
+]
+
+
+def required_role(method: str) -> Role | None:
+    """The least role that may call ``method`` (None: open to anyone)."""
+    if method.startswith(OPEN_SERVICES):
+        return None
+    if method in AGENT_METHODS:
+        return Role.AGENT
+    return Role.READ if method in READ_METHODS else Role.WRITE
+
+
+def allowed(role: Role, method: str) -> bool:
+    """Whether a caller in ``role`` may call ``method`` (the pure role table)."""
+    needed = required_role(method)
+    if needed is None:
+        return True
+    if needed is Role.AGENT or role is Role.AGENT:
+        return role is needed
+    return role is Role.WRITE or needed is Role.READ
+
+
+def caller_name() -> str:
+    """The authenticated name of the current RPC's caller ("" without authentication)."""
+    return _CALLER.get()
+
+
+def _subjects(context: grpc.aio.ServicerContext[Any, Any]) -> list[str]:
+    auth = context.auth_context() or {}
+    found = []
+    for key in ("x509_common_name", "x509_subject_alternative_name"):
+        found += [v.decode() if isinstance(v, bytes) else str(v) for v in auth.get(key, ())]
+    return found
+
+
+if TYPE_CHECKING:
+    Handler = grpc.RpcMethodHandler[Any, Any]
+else:
+    Handler = grpc.RpcMethodHandler
+
+
+class AuthInterceptor(grpc.aio.ServerInterceptor):
+    """Authenticates and authorizes every RPC (module docstring)."""
+
+    def __init__(self, table: AuthTable, on_refused: Callable[[str, str], None]) -> None:
+        self._table = table
+        self._on_refused = on_refused  # (method, code name) → a metric
+
+    def authenticate(
+        self, token: str | None, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> Client | None:
+        if token is not None:
+            return self._table.by_hash.get(token_hash(token)) if token else None
+        for subject in _subjects(context):
+            client = self._table.by_subject.get(subject)
+            if client is not None:
+                return client
+        return None
+
+    async def _check(
+        self, method: str, token: str | None, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> str:
+        client = self.authenticate(token, context)
+        if client is None:
+            self._refuse(method, grpc.StatusCode.UNAUTHENTICATED)
+            await context.abort(
+                grpc.StatusCode.UNAUTHENTICATED,
+                "missing or unknown credentials: send 'authorization: Bearer TOKEN' "
+                "(cachectl: $CACHEROUTE_TOKEN or --token-file) or a known client certificate",
+            )
+        assert client is not None
+        if not allowed(client.role, method):
+            self._refuse(method, grpc.StatusCode.PERMISSION_DENIED, client.name)
+            await context.abort(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"{client.name} (role {client.role}) may not call {method.rsplit('/', 1)[-1]}",
+            )
+        return client.name
+
+    def _refuse(self, method: str, code: grpc.StatusCode, name: str = "") -> None:
+        self._on_refused(method, code.name)
+        log.info("rpc not authorized", method=method, code=code.name, client=name or None)
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[Handler | None]],
+        details: grpc.HandlerCallDetails,
+    ) -> Handler | None:
+        handler = await continuation(details)
+        method: str = details.method
+        if handler is None or required_role(method) is None:
+            return handler
+        token = bearer_token(details.invocation_metadata)
+        return _guarded(handler, lambda context: self._check(method, token, context))
+
+
+Check = Callable[[grpc.aio.ServicerContext[Any, Any]], Awaitable[str]]
+
+
+def _guarded(handler: Handler, check: Check) -> Handler:
+    """``handler`` with ``check`` run first and the caller's name set for the call."""
+    kinds = {
+        "unary_unary": grpc.unary_unary_rpc_method_handler,
+        "unary_stream": grpc.unary_stream_rpc_method_handler,
+        "stream_unary": grpc.stream_unary_rpc_method_handler,
+        "stream_stream": grpc.stream_stream_rpc_method_handler,
+    }
+    for kind, make in kinds.items():
+        inner = getattr(handler, kind)
+        if inner is None:
+            continue
+        streaming = kind.endswith("_stream")
+        behavior = _streaming(inner, check) if streaming else _unary(inner, check)
+        return make(
+            behavior,
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
+    return handler
+
+
+def _unary(inner: Callable[..., Any], check: Check) -> Callable[..., Awaitable[Any]]:
+    async def behavior(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+        token = _CALLER.set(await check(context))
+        try:
+            return await inner(request, context)
+        finally:
+            _CALLER.reset(token)
+
+    return behavior
+
+
+def _streaming(inner: Callable[..., Any], check: Check) -> Callable[..., AsyncIterator[Any]]:
+    async def behavior(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+        _CALLER.set(await check(context))
+        async for response in inner(request, context):
+            yield response
+
+    return behavior
