@@ -18,7 +18,7 @@ from cachectl.admin_client import actor, add_target_flags, connect, duration_tex
 from cachectl.errors import CliError
 from cachectl.output import print_json, print_table
 from cacheroute.v1 import admin_pb2
-from controlplane.cluster.nodes import state_of
+from controlplane.core.node_states import state_of
 
 HEADERS = ("NODE", "ADDRESS", "KIND", "STATE", "LOAD", "RUNNING", "WAITING", "WEIGHT", "REPORT_AGE")
 

@@ -33,8 +33,6 @@ from servekit.flags import (
 from servekit.options import Option, OptionSet, SettingsError
 from servekit.tls import TlsConfig
 
-LEADER_LEASE = "controlplane"
-
 
 @dataclass(frozen=True)
 class ControlPlaneConfig:

@@ -18,9 +18,10 @@ import time
 import structlog
 
 from cacheroute_state.interfaces import LeaseStore, StoreUnavailableError
-from controlplane.config import LEADER_LEASE
 from controlplane.metrics import ControlPlaneMetrics
 
+# The one Redis lease every control-plane instance of a deployment competes for.
+LEADER_LEASE = "controlplane"
 SAFETY = 0.8
 log = structlog.get_logger("controlplane.cluster.leader")
 

@@ -27,7 +27,8 @@ from collections.abc import Mapping
 from cacheroute.v1 import admin_pb2, cluster_pb2
 from cacheroute_state import Stores
 from cacheroute_state.interfaces import ReportRecord
-from controlplane.cluster.nodes import Liveness, node_status, state_of
+from controlplane.cluster.nodes import Liveness, node_status
+from controlplane.core.node_states import state_of
 from controlplane.core.ttft_window import Buckets, TtftWindows
 from controlplane.metrics import NODE_STATES, ControlPlaneMetrics
 

@@ -124,15 +124,6 @@ def node_status(
     return admin_pb2.NodeStatus(record=record, load=load, down=down, last_report_age_ms=age)
 
 
-def state_of(status: admin_pb2.NodeStatus) -> str:
-    """One word for metrics and tables: down, draining, healthy or unhealthy."""
-    if status.down:
-        return "down"
-    if status.record.draining:
-        return "draining"
-    return "healthy" if status.load.healthy else "unhealthy"
-
-
 async def list_statuses(
     stores: Stores, pool: str, now_ms: int, liveness: Liveness, *, as_routed: bool = False
 ) -> list[admin_pb2.NodeStatus]:

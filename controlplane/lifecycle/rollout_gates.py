@@ -21,7 +21,8 @@ import numpy as np
 
 from cacheroute.v1 import admin_pb2
 from cacheroute_state import Stores
-from controlplane.cluster.nodes import Liveness, list_statuses, state_of
+from controlplane.cluster.nodes import Liveness, list_statuses
+from controlplane.core.node_states import state_of
 from controlplane.errors import PreconditionError
 from dataplane.core.table import RoutingTable
 

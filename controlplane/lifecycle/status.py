@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 from cacheroute.v1 import admin_pb2
 from cacheroute_state import Stores
+from controlplane.cluster.leader import LEADER_LEASE
 from controlplane.cluster.nodes import Liveness, list_statuses
-from controlplane.config import LEADER_LEASE
 from controlplane.core.ttft_window import WindowQuantile
 from controlplane.lifecycle.rollout_gates import PlanNodes, check_destinations
 from dataplane.core.names import validate_pool

@@ -31,19 +31,40 @@ def names(cell: str) -> list[str]:
     return re.findall(r"`([^`]+)`", cell)
 
 
+def documented_layers(text: str, marker: str) -> list[set[str]]:
+    """The table's rows grouped by layer number, top first; each row's modules are its
+    backticked names (the packages table names one a row, the rooms table may name several)."""
+    by_layer: dict[int, set[str]] = {}
+    for row in table_rows(text, marker):
+        found = names(row[1])
+        by_layer.setdefault(int(row[0]), set()).update(found if marker == "rooms" else found[:1])
+    return [by_layer[n] for n in sorted(by_layer)]
+
+
+def enforced_layers(contract: dict[str, Any]) -> list[set[str]]:
+    """A layers contract's layers as full module names (a container prefixes its layers)."""
+    prefix = f"{contract['containers'][0]}." if contract.get("containers") else ""
+    return [{prefix + p.strip() for p in layer.split("|")} for layer in contract["layers"]]
+
+
 def mismatches(text: str, linter: dict[str, Any]) -> list[str]:
     """Every way the doc's tables and the contracts disagree (empty when they agree)."""
     problems: list[str] = []
-    by_layer: dict[int, set[str]] = {}
-    for row in table_rows(text, "layers"):
-        by_layer.setdefault(int(row[0]), set()).update(names(row[1])[:1])
-    documented = [by_layer[n] for n in sorted(by_layer)]
     layered = [c for c in linter["contracts"] if c["type"] == "layers"]
-    if len(layered) != 1:
-        return [f"expected one layers contract, found {len(layered)}"]
-    enforced = [{p.strip() for p in layer.split("|")} for layer in layered[0]["layers"]]
-    if documented != enforced:
-        problems.append(f"layers: the doc says {documented}, the contract says {enforced}")
+    packages = [c for c in layered if not c.get("containers")]
+    rooms = [c for c in layered if c.get("containers") == ["controlplane"]]
+    if len(packages) != 1 or len(rooms) != 1 or len(layered) != 2:
+        return [f"expected one package and one control-plane layers contract, found {layered}"]
+    documented = documented_layers(text, "layers")
+    if documented != enforced_layers(packages[0]):
+        problems.append(
+            f"layers: the doc says {documented}, the contract says {enforced_layers(packages[0])}"
+        )
+    documented_rooms = documented_layers(text, "rooms")
+    if documented_rooms != enforced_layers(rooms[0]):
+        problems.append(
+            f"rooms: the doc says {documented_rooms}, the contract says {enforced_layers(rooms[0])}"
+        )
     missing = set(linter["root_packages"]) - set().union(*documented)
     if missing:
         problems.append(f"root packages missing from the layer table: {sorted(missing)}")
@@ -62,7 +83,7 @@ def mismatches(text: str, linter: dict[str, Any]) -> list[str]:
         )
     problems.extend(
         f"the allowed exception {ignored!r} is not documented"
-        for ignored in layered[0].get("ignore_imports", [])
+        for ignored in packages[0].get("ignore_imports", [])
         if f"`{ignored}`" not in text
     )
     return problems
@@ -89,3 +110,21 @@ def test_an_undocumented_package_is_caught() -> None:
     linter = contracts()
     linter["root_packages"] = [*linter["root_packages"], "newpkg"]
     assert any("newpkg" in p for p in mismatches(DOC.read_text(), linter))
+
+
+def test_a_room_moved_in_the_doc_alone_is_caught() -> None:
+    text = DOC.read_text().replace("| 8 | `controlplane.core` |", "| 5 | `controlplane.core` |")
+    assert any(p.startswith("rooms:") for p in mismatches(text, contracts()))
+
+
+def test_every_control_plane_module_sits_in_a_room() -> None:
+    """A new top-level module or room must be added to the rooms contract (and so to the doc)."""
+    rooms = next(c for c in contracts()["contracts"] if c.get("containers") == ["controlplane"])
+    listed = set().union(*enforced_layers(rooms))
+    package = ROOT / "controlplane"
+    present = {
+        f"controlplane.{p.stem if p.is_file() else p.name}"
+        for p in package.iterdir()
+        if (p.suffix == ".py" and p.stem != "__init__") or (p / "__init__.py").exists()
+    }
+    assert present == listed
