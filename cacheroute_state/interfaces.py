@@ -17,6 +17,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 
 from cacheroute.v1 import agent_pb2, cluster_pb2, table_pb2
 
@@ -225,16 +226,22 @@ class LeaseStore(ABC):
     async def holder(self, name: str) -> str | None: ...
 
 
+class HintKind(StrEnum):
+    """What a hint says to re-read; the value is the channel suffix on Redis."""
+
+    TABLE = "table"  # payload: the new generation
+    LOAD = "load"  # payload: the LoadSnapshot
+    POOLS = "pools"  # payload: the new pool
+    # The first hint of every subscription: re-read everything, since hints published before it
+    # were missed.
+    RESYNC = "resync"
+
+
 @dataclass(frozen=True)
 class Hint:
-    """A pub/sub nudge: re-read something.
+    """A pub/sub nudge: re-read something (:class:`HintKind` says what)."""
 
-    ``kind`` is "table" (payload: the new generation), "load" (payload: the LoadSnapshot),
-    "pools" (payload: the new pool), or "resync" (first hint of every subscription: re-read all,
-    since hints published before it were missed).
-    """
-
-    kind: str
+    kind: HintKind
     pool: str
     payload: bytes
 

@@ -10,21 +10,22 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from cacheroute_state import schema
-from cacheroute_state.interfaces import Hint, HintSource, StoreUnavailableError
+from cacheroute_state.interfaces import Hint, HintKind, HintSource, StoreUnavailableError
 from cacheroute_state.redis_base import blob, text
 
-_KINDS = ("table", "load")
+# The per-pool channels; the pools channel is schema.POOLS_CHANNEL.
+_POOL_KINDS = {kind.value: kind for kind in (HintKind.TABLE, HintKind.LOAD)}
 _ALL_POOLS_PATTERN = "cr:{*}:hint:*"
 
 
-def parse_channel(channel: str) -> tuple[str, str] | None:
+def parse_channel(channel: str) -> tuple[HintKind, str] | None:
     """``cr:{pool}:hint:<kind>`` → (kind, pool); None for channels that are not hints."""
     if channel == schema.POOLS_CHANNEL:
-        return "pools", ""
+        return HintKind.POOLS, ""
     if not channel.startswith("cr:{"):
         return None
     pool, sep, kind = channel[4:].partition("}:hint:")
-    return (kind, pool) if sep and kind in _KINDS else None
+    return (_POOL_KINDS[kind], pool) if sep and kind in _POOL_KINDS else None
 
 
 class RedisHintSource(HintSource):
@@ -43,7 +44,7 @@ class RedisHintSource(HintSource):
                 await pubsub.subscribe(*channels)
             # Subscribed: anything published from now on reaches us, so the reader should
             # re-read everything once to cover what it missed before.
-            yield Hint(kind="resync", pool="", payload=b"")
+            yield Hint(kind=HintKind.RESYNC, pool="", payload=b"")
             async for message in pubsub.listen():
                 if message.get("type") not in ("message", "pmessage"):
                     continue

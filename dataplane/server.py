@@ -39,7 +39,7 @@ import structlog
 
 from cacheroute.v1 import routing_pb2
 from cacheroute_state import Stores, open_stores
-from cacheroute_state.interfaces import StoreUnavailableError
+from cacheroute_state.interfaces import HintKind, StoreUnavailableError
 from cacheroute_state.urls import redacted
 from dataplane.core.outliers import OutlierConfig
 from dataplane.core.router import Router
@@ -307,16 +307,16 @@ class RouterServer:
         while True:
             try:
                 async for hint in self.stores.hints.subscribe(None):
-                    if hint.kind == "resync":
+                    if hint.kind is HintKind.RESYNC:
                         backoff = BACKOFF_MIN_S
                         self.hints_connected.set()
                         self.tables.request(None)
                         self.loads.request()
-                    elif hint.kind == "table":
+                    elif hint.kind is HintKind.TABLE:
                         self.tables.request(hint.pool)
-                    elif hint.kind == "load":
+                    elif hint.kind is HintKind.LOAD:
                         self.loads.apply_payload(hint.pool, hint.payload)
-                    elif hint.kind == "pools":
+                    elif hint.kind is HintKind.POOLS:
                         self.tables.request(None)
             except StoreUnavailableError as exc:
                 self.hints_connected.clear()

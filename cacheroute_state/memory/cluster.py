@@ -9,6 +9,7 @@ from cacheroute_state import schema
 from cacheroute_state.interfaces import (
     ClusterStore,
     Hint,
+    HintKind,
     LeaseStore,
     ReportRecord,
     TelemetryStore,
@@ -71,7 +72,7 @@ class MemoryClusterStore(ClusterStore):
         self._s.check()
         data = snapshot.SerializeToString()
         self._s.strings[schema.pool_key(snapshot.pool, "load")] = data
-        self._s.publish(Hint("load", snapshot.pool, data))
+        self._s.publish(Hint(HintKind.LOAD, snapshot.pool, data))
 
     async def get_load(self, pool: str) -> cluster_pb2.LoadSnapshot | None:
         self._s.check()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Sequence
 
-from cacheroute_state.interfaces import Hint, HintSource, StoreUnavailableError
+from cacheroute_state.interfaces import Hint, HintKind, HintSource, StoreUnavailableError
 from cacheroute_state.memory.state import MemoryState
 
 
@@ -21,12 +21,12 @@ class MemoryHintSource(HintSource):
         s.subscribers.add(queue)
         try:
             # Subscribed: as on Redis, the first hint says "re-read everything once".
-            yield Hint(kind="resync", pool="", payload=b"")
+            yield Hint(kind=HintKind.RESYNC, pool="", payload=b"")
             while True:
                 item = await queue.get()
                 if isinstance(item, StoreUnavailableError):
                     raise item
-                if item.kind == "pools" or wanted is None or item.pool in wanted:
+                if item.kind is HintKind.POOLS or wanted is None or item.pool in wanted:
                     yield item
         finally:
             s.subscribers.discard(queue)

@@ -7,6 +7,7 @@ from cacheroute_state import schema
 from cacheroute_state.interfaces import (
     ConflictError,
     Hint,
+    HintKind,
     PlanMismatchError,
     PlanNotFoundError,
     PlanStore,
@@ -114,7 +115,7 @@ class MemoryPlanStore(PlanStore):
         s.stream(schema.pool_key(pool, "audit"), schema.AUDIT_MAXLEN).append(
             event.SerializeToString(), now
         )
-        s.publish(Hint("table", pool, str(generation).encode()))
+        s.publish(Hint(HintKind.TABLE, pool, str(generation).encode()))
         return pointer
 
     async def previous_versions(self, pool: str, limit: int = 10) -> list[str]:
@@ -141,7 +142,7 @@ class MemoryPlanStore(PlanStore):
         self._s.check()
         if pool not in self._s.pools:
             self._s.pools.add(pool)
-            self._s.publish(Hint("pools", "", pool.encode()))
+            self._s.publish(Hint(HintKind.POOLS, "", pool.encode()))
 
     async def get_auto_mode(self, pool: str) -> cluster_pb2.AutoMode | None:
         self._s.check()
