@@ -143,7 +143,10 @@ class EmbeddedRedis:
 
     def _exit_output(self, process: subprocess.Popen[bytes]) -> str:
         """What the exited server said: its stderr and the last lines of its log."""
-        err = process.stderr.read().decode() if process.stderr else ""
+        err = ""
+        if process.stderr is not None:
+            with process.stderr:  # a failed spawn is retried: close this one's pipe now
+                err = process.stderr.read().decode()
         try:
             with self.log_path.open("rb") as file:
                 file.seek(self._log_start)  # this run's lines only (a data dir keeps its log)

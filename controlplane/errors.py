@@ -2,7 +2,9 @@
 
 Servicers map them to gRPC status codes in :mod:`controlplane.services.rpc`::
 
-    ValueError (incl. InvalidNameError, TableError, PlanError)   INVALID_ARGUMENT
+    InvalidArgumentError, and the cores' own request errors      INVALID_ARGUMENT
+      (InvalidNameError, TableError, PlanError, InvalidReportError,
+      InvalidAddressError, UnknownPolicyError, WireError)
     PlanNotFoundError, NodeNotFoundError                         NOT_FOUND
     ConflictError, PreconditionError                             FAILED_PRECONDITION
     PlanMismatchError, NodeIdTakenError                          ALREADY_EXISTS
@@ -10,9 +12,17 @@ Servicers map them to gRPC status codes in :mod:`controlplane.services.rpc`::
     ShuttingDownError                                            UNAVAILABLE
     StoreUnavailableError                                        UNAVAILABLE
     NotBuiltError                                                UNIMPLEMENTED
+    anything else (a bug, not the caller's fault)                INTERNAL
+
+A bare ``ValueError`` from deep inside (a numpy or parsing slip) is a bug and answers INTERNAL with
+a logged traceback; only the domain types above tell the caller to fix the request.
 """
 
 from __future__ import annotations
+
+
+class InvalidArgumentError(ValueError):
+    """The request itself is wrong (a missing field, a value out of range): the caller fixes it."""
 
 
 class PreconditionError(Exception):

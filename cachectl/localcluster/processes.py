@@ -20,7 +20,6 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO
 
 from servekit.processes import guarded
 
@@ -36,7 +35,6 @@ class ManagedProcess:
         self.name = name
         self.args = list(args)
         self.log_path = log_dir / f"{name}.log"
-        self._log: IO[bytes] | None = None
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -44,16 +42,17 @@ class ManagedProcess:
         return None if self.process is None else self.process.pid
 
     def start(self) -> ManagedProcess:
-        self._log = self.log_path.open("ab")
         env = dict(os.environ, PYTHONUNBUFFERED="1")
-        self.process = subprocess.Popen(
-            guarded(self.args),
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            env=env,
-        )
+        # The child writes to its own copy of the descriptor; ours closes once it has one.
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                guarded(self.args),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env=env,
+            )
         return self
 
     def running(self) -> bool:
@@ -98,11 +97,6 @@ class ManagedProcess:
             return False
         return True
 
-    def close_log(self) -> None:
-        if self._log is not None:
-            self._log.close()
-            self._log = None
-
 
 def stop_all(processes: Sequence[ManagedProcess], grace_s: float) -> None:
     """SIGTERM every group, wait up to ``grace_s`` in total, SIGKILL what is left, reap all."""
@@ -116,7 +110,6 @@ def stop_all(processes: Sequence[ManagedProcess], grace_s: float) -> None:
     for proc in processes:
         # A group may still hold a child that ignored SIGTERM after its leader exited.
         proc.kill_group()
-        proc.close_log()
 
 
 def python_module(module: str, *args: str) -> list[str]:

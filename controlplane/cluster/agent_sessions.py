@@ -17,7 +17,7 @@ from cacheroute_state import Stores
 from cacheroute_state.interfaces import ReportRecord
 from controlplane.cluster.nodes import Liveness, is_down, validate_address, validate_weight
 from controlplane.core.report_checks import NO_RULES, ReportRules, check_identity, check_report
-from controlplane.errors import NodeIdTakenError, StreamSupersededError
+from controlplane.errors import InvalidArgumentError, NodeIdTakenError, StreamSupersededError
 from dataplane.core.names import validate_node_id, validate_pool
 
 
@@ -53,12 +53,14 @@ class AgentSession:
 
     def _check_identity(self, report: agent_pb2.NodeReport) -> None:
         if report.node_id and report.node_id != self.node_id:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"node_id changed from {self.node_id!r} to {report.node_id!r} within one "
                 "stream; open a new stream per node"
             )
         if report.pool and validate_pool(report.pool) != self.pool:
-            raise ValueError(f"pool changed from {self.pool!r} to {report.pool!r} within a stream")
+            raise InvalidArgumentError(
+                f"pool changed from {self.pool!r} to {report.pool!r} within a stream"
+            )
 
     async def heartbeat(
         self, report: agent_pb2.NodeReport, now_ms: int
@@ -114,9 +116,9 @@ async def join(
 
     ``identity`` is the authenticated agent name ("" without authentication)."""
     if not report.node_id:
-        raise ValueError("the first report must carry node_id")
+        raise InvalidArgumentError("the first report must carry node_id")
     if not report.address:
-        raise ValueError("the first report must carry address (HOST:PORT of the engine)")
+        raise InvalidArgumentError("the first report must carry address (HOST:PORT of the engine)")
     pool = validate_pool(report.pool)
     node_id = validate_node_id(report.node_id)
     validate_address(report.address)

@@ -28,7 +28,12 @@ from dataclasses import dataclass
 from cacheroute.v1 import admin_pb2, cluster_pb2
 from cacheroute_state import Stores
 from cacheroute_state.interfaces import ReportRecord
-from controlplane.errors import NodeIdTakenError, NodeNotFoundError, PreconditionError
+from controlplane.errors import (
+    InvalidArgumentError,
+    NodeIdTakenError,
+    NodeNotFoundError,
+    PreconditionError,
+)
 from dataplane.core.names import validate_node_id, validate_pool
 
 
@@ -70,7 +75,7 @@ def validate_address(address: str) -> str:
 def validate_weight(weight: float) -> float:
     """A capacity weight: finite and >= 0 (0 means 1)."""
     if not (math.isfinite(weight) and weight >= 0):
-        raise ValueError(f"weight must be a finite number >= 0, got {weight}")
+        raise InvalidArgumentError(f"weight must be a finite number >= 0, got {weight}")
     return weight
 
 

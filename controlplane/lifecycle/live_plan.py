@@ -43,7 +43,7 @@ from controlplane.core.churn import churn
 from controlplane.core.live_sizes import plan_sizes
 from controlplane.core.planner import PlanInput, build_plan
 from controlplane.core.replanner import DEFAULT_MAX_CHURN, DEFAULT_TOLERANCE, Replan, replan
-from controlplane.errors import PreconditionError
+from controlplane.errors import InvalidArgumentError, PreconditionError
 from controlplane.lifecycle.plans import metadata_for, store_plan
 from controlplane.metrics import ControlPlaneMetrics
 from dataplane.core.names import validate_pool
@@ -112,7 +112,7 @@ async def _plan_input(
     pool = validate_pool(request.pool)
     placement = request.placement or "lpt"
     if placement not in PLACEMENTS:
-        raise ValueError(f"placement must be one of {PLACEMENTS}, got {placement!r}")
+        raise InvalidArgumentError(f"placement must be one of {PLACEMENTS}, got {placement!r}")
     statuses = await list_statuses(stores, pool, now_ms, liveness)
     eligible = [s for s in statuses if s.load.healthy and not s.record.draining]
     if not eligible:

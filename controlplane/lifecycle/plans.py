@@ -23,7 +23,7 @@ from cacheroute.v1 import admin_pb2, cluster_pb2, table_pb2
 from cacheroute_state import Stores
 from cacheroute_state.interfaces import ConflictError, PlanNotFoundError
 from controlplane.cluster.nodes import Liveness
-from controlplane.errors import PreconditionError
+from controlplane.errors import InvalidArgumentError, PreconditionError
 from controlplane.lifecycle.rollout_gates import (
     Refusal,
     RolloutGate,
@@ -99,7 +99,7 @@ async def import_plan(
     """Validate a table built elsewhere (by decoding it, hash included) and store it; with
     ``liveness``, the answer says how its destinations match the pool's nodes."""
     if msg.ByteSize() == 0:
-        raise ValueError("the request has no table")
+        raise InvalidArgumentError("the request has no table")
     table = await asyncio.to_thread(table_from_proto, msg)
     validate_pool(table.pool)
     data = msg.SerializeToString()

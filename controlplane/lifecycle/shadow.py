@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from cacheroute.v1 import admin_pb2, cluster_pb2, table_pb2
 from cacheroute_state import Stores
-from controlplane.errors import PreconditionError
+from controlplane.errors import InvalidArgumentError, PreconditionError
 from controlplane.lifecycle.plans import read_plan
 from dataplane.core.table_codec import decode_table
 from sim.engine_model import LLAMA_70B, UnknownProfileError, get_profile
@@ -84,7 +84,7 @@ async def load_stream(
                 workload.requests, qps=qps, duration_s=duration, seed=0
             )
         except (OSError, ValueError) as exc:
-            raise ValueError(f"trace_path {request.trace_path}: {exc}") from None
+            raise InvalidArgumentError(f"trace_path {request.trace_path}: {exc}") from None
         return requests, f"trace file {request.trace_path} at {qps:g} QPS for {duration:g} s"
     minutes = request.recent_minutes or default_minutes
     samples = await stores.telemetry.read_samples(pool, MAX_SAMPLES)
@@ -138,7 +138,7 @@ async def shadow_plan(
     try:
         profile = get_profile(request.profile or LLAMA_70B.name)
     except UnknownProfileError as exc:
-        raise ValueError(f"profile: {exc}") from None
+        raise InvalidArgumentError(f"profile: {exc}") from None
     table = await asyncio.to_thread(decode_table, data, verify_hash=False)
     budget = budget or ShadowBudget()
     requests, source = await load_stream(stores, meta.pool, request, now_ms, budget.recent_minutes)

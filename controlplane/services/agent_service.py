@@ -23,7 +23,7 @@ from cacheroute_state.interfaces import StoreError
 from controlplane.cluster.agent_sessions import AgentSession, join
 from controlplane.cluster.nodes import Liveness
 from controlplane.core.report_checks import NO_RULES, InvalidReportError, ReportRules
-from controlplane.errors import ShuttingDownError
+from controlplane.errors import InvalidArgumentError, ShuttingDownError
 from controlplane.metrics import ControlPlaneMetrics
 from controlplane.services.rpc import status_for
 from servekit.clock import Clock, wall_ms
@@ -60,7 +60,7 @@ class AgentServicer:
 
     async def _next_report(self, reports: AsyncIterator[bytes]) -> agent_pb2.NodeReport | None:
         """The next report, None at the stream's end; ShuttingDownError once close() was called;
-        ValueError (INVALID_ARGUMENT) for bytes that are not a NodeReport."""
+        InvalidArgumentError (INVALID_ARGUMENT) for bytes that are not a NodeReport."""
         read = asyncio.ensure_future(anext(reports, None))
         closing = asyncio.ensure_future(self._closing.wait())
         try:
@@ -76,7 +76,9 @@ class AgentServicer:
             try:
                 return agent_pb2.NodeReport.FromString(data)
             except DecodeError as exc:
-                raise ValueError(f"malformed NodeReport ({len(data)} bytes): {exc}") from None
+                raise InvalidArgumentError(
+                    f"malformed NodeReport ({len(data)} bytes): {exc}"
+                ) from None
         raise ShuttingDownError("control-plane instance is shutting down; reconnect")
 
     async def _handle(

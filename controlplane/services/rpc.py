@@ -25,7 +25,11 @@ from cacheroute_state.interfaces import (
     PlanNotFoundError,
     StoreUnavailableError,
 )
+from controlplane.cluster.nodes import InvalidAddressError
+from controlplane.core.planner import PlanError
+from controlplane.core.report_checks import InvalidReportError
 from controlplane.errors import (
+    InvalidArgumentError,
     NodeIdTakenError,
     NodeNotFoundError,
     NotBuiltError,
@@ -35,11 +39,27 @@ from controlplane.errors import (
 )
 from controlplane.metrics import ControlPlaneMetrics
 from controlplane.services.auth import caller_name
+from dataplane.core.names import InvalidNameError
+from dataplane.core.policies.registry import UnknownPolicyError
+from dataplane.core.protobuf_fields import WireError
+from dataplane.core.table import TableError
 
 T = TypeVar("T")
 Req = TypeVar("Req")
 Context = grpc.aio.ServicerContext[Any, Any]
 log = structlog.get_logger("controlplane.services.rpc")
+
+# The request errors the caller must fix; any other ValueError is a bug (INTERNAL, logged).
+INVALID_ARGUMENT_ERRORS: tuple[type[ValueError], ...] = (
+    InvalidArgumentError,
+    InvalidNameError,
+    TableError,
+    WireError,
+    PlanError,
+    InvalidReportError,
+    InvalidAddressError,
+    UnknownPolicyError,
+)
 
 _CODES: tuple[tuple[type[BaseException], grpc.StatusCode], ...] = (
     (PlanNotFoundError, grpc.StatusCode.NOT_FOUND),
@@ -52,7 +72,7 @@ _CODES: tuple[tuple[type[BaseException], grpc.StatusCode], ...] = (
     (ShuttingDownError, grpc.StatusCode.UNAVAILABLE),
     (StoreUnavailableError, grpc.StatusCode.UNAVAILABLE),
     (NotBuiltError, grpc.StatusCode.UNIMPLEMENTED),
-    (ValueError, grpc.StatusCode.INVALID_ARGUMENT),
+    *((kind, grpc.StatusCode.INVALID_ARGUMENT) for kind in INVALID_ARGUMENT_ERRORS),
 )
 
 

@@ -34,15 +34,15 @@ class Proc(ManagedProcess):
     """
 
     def start(self) -> Proc:
-        self._log = self.log_path.open("ab")
-        self.process = subprocess.Popen(
-            self.args,
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            env=dict(os.environ, PYTHONUNBUFFERED="1"),
-        )
+        with self.log_path.open("ab") as log:  # the child keeps its own copy
+            self.process = subprocess.Popen(
+                self.args,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env=dict(os.environ, PYTHONUNBUFFERED="1"),
+            )
         return self
 
     def events(self, event: str) -> list[dict[str, Any]]:

@@ -56,13 +56,14 @@ class RedisClusterProcs:
     def _start(self, port: int) -> None:
         folder = self.tmp / f"node-{port}"
         folder.mkdir(parents=True, exist_ok=True)
-        self.procs[port] = subprocess.Popen(
-            [self.binary, "--port", str(port), "--bind", "127.0.0.1", "--protected-mode", "no",
-             "--cluster-enabled", "yes", "--cluster-config-file", str(folder / "nodes.conf"),
-             "--cluster-node-timeout", str(self.node_timeout_ms),
-             "--dir", str(folder), "--save", "", "--appendonly", "no"],
-            stdout=(folder / "log").open("wb"), stderr=subprocess.STDOUT,
-        )  # fmt: skip
+        with (folder / "log").open("wb") as log:  # the child keeps its own copy
+            self.procs[port] = subprocess.Popen(
+                [self.binary, "--port", str(port), "--bind", "127.0.0.1", "--protected-mode", "no",
+                 "--cluster-enabled", "yes", "--cluster-config-file", str(folder / "nodes.conf"),
+                 "--cluster-node-timeout", str(self.node_timeout_ms),
+                 "--dir", str(folder), "--save", "", "--appendonly", "no"],
+                stdout=log, stderr=subprocess.STDOUT,
+            )  # fmt: skip
 
     def client(self, port: int) -> redis_py.Redis:
         return redis_py.Redis(host="127.0.0.1", port=port, socket_timeout=1)
