@@ -14,13 +14,13 @@ import numpy as np
 import pytest
 
 from controlplane.core import planner
+from controlplane.core.placements import place_lpt
 from controlplane.core.planner import (
     TOP_KEYS,
     PlanError,
     PlanInput,
     admit,
     build_plan,
-    place_lpt,
     replica_counts,
 )
 from dataplane.core.keys import hash_key
