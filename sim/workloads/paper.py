@@ -51,6 +51,7 @@ import numpy.typing as npt
 from sim.types import BLOCK_TOKENS, SimRequest
 from sim.workloads.arrivals import AZURE_CONV, BOOTSTRAP_BLOCK, GAMMA_CV, ArrivalProcess
 from sim.workloads.blocks import I64, U64, gc_paused, mix, mix_int, segment_blocks, to_tuples
+from sim.workloads.paper_threads import MEAN_THREAD, Threads, threads
 from sim.workloads.popularity import Population, paper_active_set
 
 F64 = npt.NDArray[np.float64]
@@ -64,11 +65,6 @@ CURRENT = (90.0, 0.75, 4, 1024)  # lognormal median, sigma, min, max (tokens)
 ANSWER = (129.0, 0.7, 8, 1024)
 THINK_MEDIAN_S = 131.0
 THINK_SIGMA = 0.98
-MEAN_THREAD = 2.64
-MULTI_SHARE = 0.808
-SINGLE_P = (1 - MULTI_SHARE) * MEAN_THREAD  # P(thread has one turn)
-GEOM_P = (1 - SINGLE_P) / (MEAN_THREAD - 1)  # multi-turn threads: 1 + Geometric(GEOM_P) turns
-SPAN_GUESS_S = 400.0  # ≈ E[thread span] = 1.64 turns × 211 s mean think; sizes a sample pool
 
 _TAG_TEMPLATE, _TAG_CONTEXT, _TAG_RAG, _TAG_THREAD, _TAG_RAG_LEN = (
     mix_int(0xC0FFEE, i) for i in range(5)
@@ -156,60 +152,6 @@ def lognormal_tokens(rng: np.random.Generator, law: tuple[float, float, int, int
     )
 
 
-def thread_lengths(rng: np.random.Generator, n: int) -> I64:
-    """Turns per thread: 1 with probability SINGLE_P, else 1 + Geometric(GEOM_P)."""
-    multi = rng.random(n) >= SINGLE_P
-    return np.where(multi, 1 + rng.geometric(GEOM_P, n), 1).astype(np.int64)
-
-
-@dataclass
-class _Threads:
-    start: F64  # thread start time (s), may be < 0
-    length: I64  # turns
-    base: I64  # index of the thread's first turn in the flat turn arrays
-    offset: F64  # per turn: time since the thread's start
-
-
-def _draw_threads(rng: np.random.Generator, n: int, think: tuple[float, float]) -> _Threads:
-    length = thread_lengths(rng, n)
-    base = np.cumsum(length) - length
-    gap = think[0] * np.exp(think[1] * rng.standard_normal(int(length.sum())))
-    gap[base] = 0.0
-    cum = np.cumsum(gap)
-    offset = cum - np.repeat(cum[base], length)
-    return _Threads(np.zeros(n), length, base, offset)
-
-
-def _take(th: _Threads, pick: I64) -> _Threads:
-    length = th.length[pick]
-    base = np.cumsum(length) - length
-    local = np.arange(int(length.sum())) - np.repeat(base, length)
-    offset = th.offset[np.repeat(th.base[pick], length) + local]
-    return _Threads(th.start[pick], length, base, offset)
-
-
-def _threads(
-    rng: np.random.Generator, rate: float, horizon_s: float, think: tuple[float, float]
-) -> _Threads:
-    """Threads with a turn in [0, horizon): starts in [0, horizon) plus those under way at 0."""
-    fresh = _draw_threads(rng, int(rng.poisson(rate * horizon_s)), think)
-    fresh.start = rng.uniform(0.0, horizon_s, len(fresh.length))
-    # Under way at 0: start -a with 0 < a < span; by Poisson thinning their count is
-    # Poisson(rate * E[span]) and their shapes are size-biased by span (importance resampling).
-    pool = _draw_threads(rng, max(4096, int(4 * rate * SPAN_GUESS_S)), think)
-    span = pool.offset[pool.base + pool.length - 1]
-    pick = rng.choice(len(span), int(rng.poisson(rate * span.mean())), p=span / span.sum())
-    old = _take(pool, pick.astype(np.int64))
-    old.start = -rng.uniform(0.0, 1.0, len(pick)) * span[pick]
-    length = np.concatenate((fresh.length, old.length))
-    return _Threads(
-        start=np.concatenate((fresh.start, old.start)),
-        length=length,
-        base=np.cumsum(length) - length,
-        offset=np.concatenate((fresh.offset, old.offset)),
-    )
-
-
 @dataclass(frozen=True, eq=False)
 class PaperStream:
     """A generated stream with its structure (what tests and stats read), in arrival order."""
@@ -259,11 +201,11 @@ class PaperStream:
 
 def _schedule(
     rng: np.random.Generator, n: int, qps: float, duration_s: float, think: tuple[float, float]
-) -> tuple[_Threads, I64]:
+) -> tuple[Threads, I64]:
     """Threads, and the flat indices of the turns given the first ``n`` arrivals, in time order."""
     horizon = duration_s * 1.25 + 60.0
     while True:
-        th = _threads(rng, qps / MEAN_THREAD, horizon, think)
+        th = threads(rng, qps / MEAN_THREAD, horizon, think)
         when = np.repeat(th.start, th.length) + th.offset
         live = np.flatnonzero((when >= 0) & (when < horizon))
         if len(live) >= n:
@@ -272,7 +214,7 @@ def _schedule(
 
 
 def _segments(
-    th: _Threads,
+    th: Threads,
     thread: I64,
     turn: I64,
     uid: U64,
