@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cacheroute_state.embedded import DEFAULT_PORT, default_data_dir
+from cacheroute_state.embedded import DEFAULT_PORT, bound_beyond_loopback, default_data_dir
 from controlplane.core.report_checks import parse_networks
 from controlplane.lifecycle.options import LIFECYCLE_OPTIONS, lifecycle_values
 from servekit.addresses import parse_host_port
@@ -30,6 +30,8 @@ from servekit.flags import (
     positive_float,
     server_tls,
 )
+from servekit.auth_file import AuthFileError, load_auth_file
+from servekit.exposure import ALLOW_UNAUTHENTICATED, check_exposure
 from servekit.options import Option, OptionSet, SettingsError
 from servekit.tls import TlsConfig
 
@@ -238,7 +240,8 @@ OPTIONS = OptionSet(
     LISTEN, REDIS_URL, EMBEDDED_REDIS_PORT, EMBEDDED_REDIS_BIND, REDIS_DATA_DIR, INSTANCE_ID,
     METRICS_LISTEN, LOAD_PUBLISH_INTERVAL, NODE_TIMEOUT_INTERVALS, PLAN_INTERVAL, Q_CAP,
     SLOTS_PER_NODE, RATE_HALF_LIFE, RATE_UPDATE_INTERVAL, RATE_MAX_KEYS, LEADER_LEASE_TTL,
-    LEADER_GRACE, AUTH_FILE, AGENT_NETWORKS, SHUTDOWN_GRACE, LIFECYCLE_OPTIONS,
+    LEADER_GRACE, AUTH_FILE, ALLOW_UNAUTHENTICATED, AGENT_NETWORKS, SHUTDOWN_GRACE,
+    LIFECYCLE_OPTIONS,
     SERVER_TLS_OPTIONS, LOG_OPTIONS,
 )  # fmt: skip
 
@@ -272,7 +275,19 @@ def parse_config(
     except ValueError as exc:
         parser.error(f"--metrics-listen {METRICS_LISTEN.value(args)!r}: {exc}, '' or off")
     data_dir = REDIS_DATA_DIR.value(args)
-    return ControlPlaneConfig(
+    auth_file = AUTH_FILE.value(args)
+    if auth_file is not None:
+        try:  # checked here so a bad file is one line, not a traceback at start
+            load_auth_file(auth_file)
+        except AuthFileError as exc:
+            raise SettingsError(str(exc)) from None
+    check_exposure(
+        "control plane",
+        LISTEN.value(args),
+        authenticated=auth_file is not None or (tls is not None and tls.client_ca_file is not None),
+        allow_unauthenticated=ALLOW_UNAUTHENTICATED.value(args),
+    )
+    config = ControlPlaneConfig(
         listen=LISTEN.value(args),
         redis_url=REDIS_URL.value(args),
         redis_data_dir=None if data_dir in ("", "off") else Path(data_dir),
@@ -292,10 +307,17 @@ def parse_config(
         leader_lease_ttl_s=LEADER_LEASE_TTL.value(args),
         leader_grace_s=LEADER_GRACE.value(args),
         agent_networks=AGENT_NETWORKS.value(args),
-        auth_file=AUTH_FILE.value(args),
+        auth_file=auth_file,
         grace_s=SHUTDOWN_GRACE.value(args),
         **lifecycle_values(args),
         tls=tls,
         log_json=LOG_FORMAT.value(args) == "json",
         log_level=LOG_LEVEL.value(args),
     )
+    exposed = bound_beyond_loopback(config.embedded_redis_bind)
+    if not config.redis_url and exposed and config.embedded_data_dir() is None:
+        raise SettingsError(
+            "--embedded-redis-bind beyond loopback needs a data directory (its generated "
+            "password is kept there): set --redis-data-dir DIR or a fixed --embedded-redis-port"
+        )
+    return config

@@ -249,7 +249,9 @@ class ControlPlane:
                 log.error("embedded redis did not restart; retrying", error=str(exc))
                 await asyncio.sleep(1.0)
                 continue
-            log.info("embedded redis restarted", pid=embedded.pid, redis_url=embedded.url)
+            log.info(
+                "embedded redis restarted", pid=embedded.pid, redis_url=redacted(embedded.url)
+            )
 
     def _auth_refused(self, method: str, code: str) -> None:
         self.metrics.auth_refusals.labels(method.rsplit("/", 1)[-1], code).inc()

@@ -38,6 +38,7 @@ from servekit.flags import (
 )
 from servekit.grpc_server import run_until_signal
 from servekit.logging import configure_logging
+from servekit.exposure import ALLOW_UNAUTHENTICATED, check_exposure
 from servekit.options import Option, OptionSet, SettingsError, list_option, switch
 
 D = RouterConfig(router_id="")
@@ -222,8 +223,8 @@ OPTIONS = OptionSet(
     LISTEN, REDIS_URL, ROUTER_ID, POLICY, SEED, TABLE_INTERVAL, ACK_INTERVAL, LOAD_INTERVAL,
     REPORT_INTERVAL, TOP_KEYS, SAMPLE_RATE, SAMPLE_INTERVAL, SAMPLE_BUFFER, CORRECTION_HORIZON,
     PANIC_THRESHOLD, LOAD_MAX_AGE, OUTLIER_CONSECUTIVE_FAILURES, OUTLIER_BASE_EJECTION,
-    OUTLIER_MAX_EJECTION, OUTLIER_MAX_EJECTED_SHARE, AUTH_FILE, PLANNING_RATE_LIMIT,
-    MAX_MESSAGE_BYTES, STARTUP_TIMEOUT, GRACE, DECODE_NICE,
+    OUTLIER_MAX_EJECTION, OUTLIER_MAX_EJECTED_SHARE, AUTH_FILE, ALLOW_UNAUTHENTICATED,
+    PLANNING_RATE_LIMIT, MAX_MESSAGE_BYTES, STARTUP_TIMEOUT, GRACE, DECODE_NICE,
     METRICS_LISTEN, HTTP_LISTEN, HTTP_MAX_BODY, HTTP_FIRST_BYTE_TIMEOUT, HTTP_CONNECT_TIMEOUT,
     HTTP_KEY_FROM_USER, HTTP_MODEL_POOL, SERVER_TLS_OPTIONS, LOG_OPTIONS,
 )  # fmt: skip
@@ -268,6 +269,13 @@ def config_from(args: argparse.Namespace) -> RouterConfig:
         auth = load_auth_file(auth_file) if auth_file is not None else None
     except AuthFileError as exc:
         raise SettingsError(str(exc)) from None
+    tls = server_tls(args)
+    check_exposure(
+        "router",
+        LISTEN.value(args),
+        authenticated=auth is not None or (tls is not None and tls.client_ca_file is not None),
+        allow_unauthenticated=ALLOW_UNAUTHENTICATED.value(args),
+    )
     return RouterConfig(
         http=front_config(args),
         outliers=outliers,
@@ -294,7 +302,7 @@ def config_from(args: argparse.Namespace) -> RouterConfig:
         grace_s=GRACE.value(args),
         decode_nice=DECODE_NICE.value(args),
         metrics_listen=None if metrics_listen in ("off", "") else metrics_listen,
-        tls=server_tls(args),
+        tls=tls,
     )
 
 
