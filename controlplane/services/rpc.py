@@ -18,6 +18,7 @@ from typing import Any, Protocol, TypeVar
 
 import grpc
 import structlog
+from google.protobuf.message import Message
 
 from cacheroute_state.interfaces import (
     ConflictError,
@@ -33,9 +34,11 @@ from controlplane.errors import (
     ShuttingDownError,
     StreamSupersededError,
 )
+from controlplane.core.message_bounds import check_bounds
 from controlplane.metrics import ControlPlaneMetrics
 from controlplane.services.auth import caller_name
 
+_OWN_LIMIT = frozenset({"table"})
 T = TypeVar("T")
 Req = TypeVar("Req")
 Context = grpc.aio.ServicerContext[Any, Any]
@@ -102,7 +105,12 @@ def rpc(
 
     @functools.wraps(method)
     async def counted(self: S, request: Req, context: Context) -> T:
-        return await _handle(self._metrics, name, context, lambda: method(self, request, context))
+        async def work() -> T:
+            if isinstance(request, Message):  # every string and list bounded (ImportPlan's
+                check_bounds(request, exempt=_OWN_LIMIT)  # table has its own size limit)
+            return await method(self, request, context)
+
+        return await _handle(self._metrics, name, context, work)
 
     return counted
 
