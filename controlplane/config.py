@@ -17,7 +17,10 @@ from pathlib import Path
 from cacheroute_state.embedded import DEFAULT_PORT, bound_beyond_loopback, default_data_dir
 from controlplane.core.report_checks import parse_networks
 from controlplane.lifecycle.options import LIFECYCLE_OPTIONS, lifecycle_values
+from controlplane.services.limits import DEFAULT_IMPORT_BYTES, DEFAULT_REQUEST_BYTES
 from servekit.addresses import parse_host_port
+from servekit.auth_file import AuthFileError, load_auth_file
+from servekit.exposure import ALLOW_UNAUTHENTICATED, check_exposure
 from servekit.flags import (
     LOG_FORMAT,
     LOG_LEVEL,
@@ -28,10 +31,9 @@ from servekit.flags import (
     non_negative_int,
     optional_path,
     positive_float,
+    positive_int,
     server_tls,
 )
-from servekit.auth_file import AuthFileError, load_auth_file
-from servekit.exposure import ALLOW_UNAUTHENTICATED, check_exposure
 from servekit.options import Option, OptionSet, SettingsError
 from servekit.tls import TlsConfig
 
@@ -67,6 +69,9 @@ class ControlPlaneConfig:
     agent_networks: tuple[str, ...] = ()
     # YAML list of {name, role, sha256|subject}: every RPC then needs a token or known cert.
     auth_file: Path | None = None
+    # Per-method request size limits, checked before parsing (controlplane/services/limits.py).
+    max_request_bytes: int = DEFAULT_REQUEST_BYTES
+    max_import_bytes: int = DEFAULT_IMPORT_BYTES
     grace_s: float = 5.0
     # Plan lifecycle (issue 11; declared in controlplane/lifecycle/options.py): the replanner's
     # churn cap, automatic mode, the shadow replay's budget and the live guard.
@@ -222,6 +227,18 @@ AUTH_FILE: Option[Path | None] = Option(
     "YAML list of clients {name, role: read|write|agent, sha256: hex SHA-256 of the bearer "
     "token | subject: mTLS certificate name}; every RPC then needs credentials",
 )
+MAX_REQUEST_BYTES = Option(
+    "max_request_bytes",
+    D.max_request_bytes,
+    positive_int,
+    "largest request of every RPC but ImportPlan, in bytes (refused before it is parsed)",
+)
+MAX_IMPORT_BYTES = Option(
+    "max_import_bytes",
+    D.max_import_bytes,
+    positive_int,
+    "largest ImportPlan request (a whole table), in bytes; the server-wide gRPC limit",
+)
 AGENT_NETWORKS = Option(
     "agent_networks",
     D.agent_networks,
@@ -240,7 +257,8 @@ OPTIONS = OptionSet(
     LISTEN, REDIS_URL, EMBEDDED_REDIS_PORT, EMBEDDED_REDIS_BIND, REDIS_DATA_DIR, INSTANCE_ID,
     METRICS_LISTEN, LOAD_PUBLISH_INTERVAL, NODE_TIMEOUT_INTERVALS, PLAN_INTERVAL, Q_CAP,
     SLOTS_PER_NODE, RATE_HALF_LIFE, RATE_UPDATE_INTERVAL, RATE_MAX_KEYS, LEADER_LEASE_TTL,
-    LEADER_GRACE, AUTH_FILE, ALLOW_UNAUTHENTICATED, AGENT_NETWORKS, SHUTDOWN_GRACE,
+    LEADER_GRACE, AUTH_FILE, ALLOW_UNAUTHENTICATED, MAX_REQUEST_BYTES, MAX_IMPORT_BYTES,
+    AGENT_NETWORKS, SHUTDOWN_GRACE,
     LIFECYCLE_OPTIONS,
     SERVER_TLS_OPTIONS, LOG_OPTIONS,
 )  # fmt: skip
@@ -308,6 +326,8 @@ def parse_config(
         leader_grace_s=LEADER_GRACE.value(args),
         agent_networks=AGENT_NETWORKS.value(args),
         auth_file=auth_file,
+        max_request_bytes=MAX_REQUEST_BYTES.value(args),
+        max_import_bytes=MAX_IMPORT_BYTES.value(args),
         grace_s=SHUTDOWN_GRACE.value(args),
         **lifecycle_values(args),
         tls=tls,

@@ -161,7 +161,7 @@ class RouterServer:
         servicer = RouterServicer(
             self.router, self.metrics, config.policy, self.holds, self.health, planning
         )
-        add_to_server(servicer, self.grpc.server)
+        add_to_server(servicer, self.grpc.registry)
         self.address = self.grpc.address
         self.tables = TableWatcher(
             self.router,

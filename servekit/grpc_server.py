@@ -19,7 +19,6 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 
-
 from servekit.rpc_guard import GuardedRegistry, RpcGuard
 from servekit.tls import TlsConfig
 

@@ -194,7 +194,9 @@ def _checked_unary_stream(
     return behavior
 
 
-def _stream_unary(method: str, inner: Callable[..., Any], check: Check | None) -> Callable[..., Any]:
+def _stream_unary(
+    method: str, inner: Callable[..., Any], check: Check | None
+) -> Callable[..., Any]:
     async def behavior(requests: AsyncIterator[Any], context: Context) -> Any:
         await _identify(check, method, context)
         return await inner(_filtered(method, requests, context), context)

@@ -38,7 +38,7 @@ def check_bounds(
         name = f"{_prefix}{field.name}"
         if name in exempt:
             continue
-        repeated = field.label == FieldDescriptor.LABEL_REPEATED
+        repeated = field.is_repeated
         values = list(value) if repeated else [value]
         if repeated and len(values) > max_items:
             raise BoundsError(f"{name}: {len(values)} entries; at most {max_items}")

@@ -26,6 +26,7 @@ from cacheroute_state.interfaces import (
     PlanNotFoundError,
     StoreUnavailableError,
 )
+from controlplane.core.message_bounds import check_bounds
 from controlplane.errors import (
     NodeIdTakenError,
     NodeNotFoundError,
@@ -34,7 +35,6 @@ from controlplane.errors import (
     ShuttingDownError,
     StreamSupersededError,
 )
-from controlplane.core.message_bounds import check_bounds
 from controlplane.metrics import ControlPlaneMetrics
 from controlplane.services.auth import caller_name
 
