@@ -34,8 +34,8 @@ PASSWORD_FILE = "redis-password"  # in the data directory, mode 0600; never logg
 
 def bound_beyond_loopback(bind: str) -> bool:
     """Whether a ``--bind`` list lets other machines connect (then a password is required)."""
-    for host in bind.split():
-        host = host.strip("[]").lstrip("-")
+    for item in bind.split():
+        host = item.strip("[]").lstrip("-")
         if host == "localhost":
             continue
         try:

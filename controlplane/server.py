@@ -28,7 +28,7 @@ import structlog
 from cacheroute.v1 import admin_pb2, admin_pb2_grpc, agent_pb2
 from cacheroute_state import Stores, open_stores
 from cacheroute_state.embedded import EmbeddedRedis, EmbeddedRedisError
-from cacheroute_state.interfaces import StoreUnavailableError
+from cacheroute_state.interfaces import CorruptRecordError, StoreUnavailableError
 from cacheroute_state.urls import redacted
 from controlplane.cluster.key_rate_tracker import RateTracker
 from controlplane.cluster.leader import LeaderElector
@@ -306,7 +306,7 @@ class ControlPlane:
             if self.leader.is_leader:
                 try:
                     await work(self.leader.term)
-                except StoreUnavailableError as exc:
+                except (StoreUnavailableError, CorruptRecordError) as exc:  # no traceback a tick
                     self.metrics.loop_errors.labels(name).inc()
                     log.warning("leader loop failed", loop=name, error=str(exc))
                 except Exception:

@@ -22,6 +22,7 @@ from google.protobuf.message import Message
 
 from cacheroute_state.interfaces import (
     ConflictError,
+    CorruptRecordError,
     PlanMismatchError,
     PlanNotFoundError,
     StoreUnavailableError,
@@ -48,6 +49,7 @@ _CODES: tuple[tuple[type[BaseException], grpc.StatusCode], ...] = (
     (PlanNotFoundError, grpc.StatusCode.NOT_FOUND),
     (NodeNotFoundError, grpc.StatusCode.NOT_FOUND),
     (ConflictError, grpc.StatusCode.FAILED_PRECONDITION),
+    (CorruptRecordError, grpc.StatusCode.FAILED_PRECONDITION),  # names the record
     (PreconditionError, grpc.StatusCode.FAILED_PRECONDITION),
     (PlanMismatchError, grpc.StatusCode.ALREADY_EXISTS),
     (NodeIdTakenError, grpc.StatusCode.ALREADY_EXISTS),
