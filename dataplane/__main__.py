@@ -22,6 +22,7 @@ from dataplane.core.policies import POLICIES
 from dataplane.http_front.app import FrontConfig
 from dataplane.server import RouterConfig, RouterServer, default_router_id
 from servekit.auth_file import AuthFileError, load_auth_file
+from servekit.exposure import ALLOW_UNAUTHENTICATED, check_exposure
 from servekit.flags import (
     LOG_FORMAT,
     LOG_LEVEL,
@@ -38,7 +39,6 @@ from servekit.flags import (
 )
 from servekit.grpc_server import run_until_signal
 from servekit.logging import configure_logging
-from servekit.exposure import ALLOW_UNAUTHENTICATED, check_exposure
 from servekit.options import Option, OptionSet, SettingsError, list_option, switch
 
 D = RouterConfig(router_id="")

@@ -315,7 +315,7 @@ class RouterServer:
                     elif hint.kind == "table":
                         self.tables.request(hint.pool)
                     elif hint.kind == "load":
-                        self.loads.apply_payload(hint.pool, hint.payload)
+                        await self.loads.apply_payload(hint.pool, hint.payload)
                     elif hint.kind == "pools":
                         self.tables.request(None)
             except StoreUnavailableError as exc:

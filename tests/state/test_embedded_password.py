@@ -79,6 +79,4 @@ def test_an_exposed_redis_without_a_data_directory_is_refused() -> None:
     from servekit.options import SettingsError  # noqa: PLC0415
 
     with pytest.raises(SettingsError, match="needs a data directory"):
-        parse_config(
-            ["--embedded-redis-bind", "0.0.0.0", "--redis-data-dir", "off"], environ={}
-        )
+        parse_config(["--embedded-redis-bind", "0.0.0.0", "--redis-data-dir", "off"], environ={})

@@ -53,18 +53,17 @@ async def test_garbage_to_health_and_reflection_is_invalid_argument(state_url: s
 
 async def test_each_method_has_its_own_size_limit_checked_before_parsing(state_url: str) -> None:
     config = replace(quick_config(state_url), max_request_bytes=4096, max_import_bytes=1 << 20)
-    async with running(config) as plane:
-        async with grpc.aio.insecure_channel(plane.address) as channel:
-            big = admin_pb2.RolloutRequest(pool="default", reason="x" * 8000).SerializeToString()
-            with pytest.raises(grpc.aio.AioRpcError) as caught:
-                await _raw(channel, "/cacheroute.v1.PlanService/Rollout")(big)
-            assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-            assert "the limit is 4096 bytes" in (caught.value.details() or "")
-            # ImportPlan has its own, larger limit: the same size passes to the domain check
-            table = admin_pb2.ImportPlanRequest(note="y" * 3000).SerializeToString() + big
-            with pytest.raises(grpc.aio.AioRpcError) as caught:
-                await _raw(channel, "/cacheroute.v1.PlanService/ImportPlan")(table)
-            assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    async with running(config) as plane, grpc.aio.insecure_channel(plane.address) as channel:
+        big = admin_pb2.RolloutRequest(pool="default", reason="x" * 8000).SerializeToString()
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await _raw(channel, "/cacheroute.v1.PlanService/Rollout")(big)
+        assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "the limit is 4096 bytes" in (caught.value.details() or "")
+        # ImportPlan has its own, larger limit: the same size passes to the domain check
+        table = admin_pb2.ImportPlanRequest(note="y" * 3000).SerializeToString() + big
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await _raw(channel, "/cacheroute.v1.PlanService/ImportPlan")(table)
+        assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
 
 
 async def test_strings_and_lists_in_admin_requests_are_bounded(state_url: str) -> None:
@@ -94,17 +93,16 @@ async def test_an_anonymous_caller_is_refused_before_its_request_is_read(
     auth.write_text(f"- {{name: ops, role: write, sha256: {token_hash('tok')}}}\n")
     auth.chmod(0o600)
     config = replace(quick_config(state_url), auth_file=auth, max_request_bytes=4096)
-    async with running(config) as plane:
-        async with grpc.aio.insecure_channel(plane.address) as channel:
-            garbage = b"\xff" * 100_000  # too large *and* malformed: neither is looked at
-            with pytest.raises(grpc.aio.AioRpcError) as caught:
-                await _raw(channel, "/cacheroute.v1.PlanService/Rollout")(garbage)
-            assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED
-            with pytest.raises(grpc.aio.AioRpcError) as caught:
-                await _raw(channel, "/cacheroute.v1.PlanService/Rollout")(
-                    garbage, metadata=(("authorization", "Bearer tok"),)
-                )
-            assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    async with running(config) as plane, grpc.aio.insecure_channel(plane.address) as channel:
+        garbage = b"\xff" * 100_000  # too large *and* malformed: neither is looked at
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await _raw(channel, "/cacheroute.v1.PlanService/Rollout")(garbage)
+        assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await _raw(channel, "/cacheroute.v1.PlanService/Rollout")(
+                garbage, metadata=(("authorization", "Bearer tok"),)
+            )
+        assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     logged = capsys.readouterr()
     refused = [line for line in (logged.out + logged.err).splitlines()
                if "request refused before parsing" in line]  # fmt: skip
