@@ -19,6 +19,7 @@ import structlog
 from dataplane.core.names import InvalidNameError, validate_pool
 from dataplane.core.outliers import OutlierConfig
 from dataplane.core.policies import POLICIES
+from dataplane.health_feedback import DEFAULT_SHARE
 from dataplane.http_front.app import FrontConfig
 from dataplane.server import RouterConfig, RouterServer, default_router_id
 from servekit.auth_file import AuthFileError, load_auth_file
@@ -157,6 +158,13 @@ AUTH_FILE: Option[Path | None] = Option(
     "named by their bearer token or certificate; unknown callers are served but not counted for "
     "planning",
 )
+HEALTH_FEEDBACK_SHARE = Option(
+    "health_feedback_share",
+    DEFAULT_SHARE,
+    fraction,
+    "at most this share of a pool's engines may be ejected through one caller's Release "
+    "outcomes at once (at least one); with --auth-file only its clients' outcomes count",
+)
 PLANNING_RATE_LIMIT = Option(
     "planning_rate_limit",
     D.planning_rate_limit,
@@ -224,7 +232,7 @@ OPTIONS = OptionSet(
     REPORT_INTERVAL, TOP_KEYS, SAMPLE_RATE, SAMPLE_INTERVAL, SAMPLE_BUFFER, CORRECTION_HORIZON,
     PANIC_THRESHOLD, LOAD_MAX_AGE, OUTLIER_CONSECUTIVE_FAILURES, OUTLIER_BASE_EJECTION,
     OUTLIER_MAX_EJECTION, OUTLIER_MAX_EJECTED_SHARE, AUTH_FILE, ALLOW_UNAUTHENTICATED,
-    PLANNING_RATE_LIMIT, MAX_MESSAGE_BYTES, STARTUP_TIMEOUT, GRACE, DECODE_NICE,
+    HEALTH_FEEDBACK_SHARE, PLANNING_RATE_LIMIT, MAX_MESSAGE_BYTES, STARTUP_TIMEOUT, GRACE, DECODE_NICE,
     METRICS_LISTEN, HTTP_LISTEN, HTTP_MAX_BODY, HTTP_FIRST_BYTE_TIMEOUT, HTTP_CONNECT_TIMEOUT,
     HTTP_KEY_FROM_USER, HTTP_MODEL_POOL, SERVER_TLS_OPTIONS, LOG_OPTIONS,
 )  # fmt: skip
@@ -281,6 +289,7 @@ def config_from(args: argparse.Namespace) -> RouterConfig:
         outliers=outliers,
         auth=auth,
         planning_rate_limit=PLANNING_RATE_LIMIT.value(args),
+        health_feedback_share=HEALTH_FEEDBACK_SHARE.value(args),
         listen=LISTEN.value(args),
         redis_url=REDIS_URL.value(args),
         router_id=ROUTER_ID.value(args) or default_router_id(),
