@@ -21,6 +21,7 @@ from dataplane.core.outliers import OutlierConfig
 from dataplane.core.policies import POLICIES
 from dataplane.health_feedback import DEFAULT_SHARE
 from dataplane.http_front.app import FrontConfig
+from dataplane.http_front.connections import ConnectionLimits
 from dataplane.server import RouterConfig, RouterServer, default_router_id
 from servekit.auth_file import AuthFileError, load_auth_file
 from servekit.exposure import ALLOW_UNAUTHENTICATED, check_exposure
@@ -218,6 +219,27 @@ HTTP_FIRST_BYTE_TIMEOUT = Option(
 HTTP_CONNECT_TIMEOUT = Option(
     "http_connect_timeout", FRONT.connect_timeout_s, float, "seconds to connect to an engine"
 )
+LIMITS = ConnectionLimits()
+HTTP_MAX_CONNECTIONS = Option(
+    "http_max_connections", LIMITS.total, positive_int,
+    "most open HTTP connections (also capped to fit the open-file limit: (soft limit - 256) / 2)",
+)  # fmt: skip
+HTTP_MAX_CLIENT_CONNECTIONS = Option(
+    "http_max_client_connections", LIMITS.per_client, positive_int,
+    "most open HTTP connections from one client address (more are closed at accept)",
+)  # fmt: skip
+HTTP_HEADER_TIMEOUT = Option(
+    "http_header_timeout", LIMITS.header_timeout_s, positive_float,
+    "seconds a new connection has to send its first request's headers",
+)  # fmt: skip
+HTTP_IDLE_TIMEOUT = Option(
+    "http_idle_timeout", LIMITS.idle_timeout_s, positive_float,
+    "seconds a keep-alive connection may idle (or take over its next request's headers)",
+)  # fmt: skip
+HTTP_BODY_TIMEOUT = Option(
+    "http_body_timeout", LIMITS.body_timeout_s, positive_float,
+    "seconds a request body has to arrive (then 408)",
+)  # fmt: skip
 HTTP_KEY_FROM_USER = switch(
     "http_key_from_user",
     "route by the body's 'user' field when there is no key header or prompt_cache_key",
@@ -232,9 +254,11 @@ OPTIONS = OptionSet(
     REPORT_INTERVAL, TOP_KEYS, SAMPLE_RATE, SAMPLE_INTERVAL, SAMPLE_BUFFER, CORRECTION_HORIZON,
     PANIC_THRESHOLD, LOAD_MAX_AGE, OUTLIER_CONSECUTIVE_FAILURES, OUTLIER_BASE_EJECTION,
     OUTLIER_MAX_EJECTION, OUTLIER_MAX_EJECTED_SHARE, AUTH_FILE, ALLOW_UNAUTHENTICATED,
-    HEALTH_FEEDBACK_SHARE, PLANNING_RATE_LIMIT, MAX_MESSAGE_BYTES, STARTUP_TIMEOUT, GRACE, DECODE_NICE,
+    HEALTH_FEEDBACK_SHARE, PLANNING_RATE_LIMIT, MAX_MESSAGE_BYTES, STARTUP_TIMEOUT, GRACE,
+    DECODE_NICE,
     METRICS_LISTEN, HTTP_LISTEN, HTTP_MAX_BODY, HTTP_FIRST_BYTE_TIMEOUT, HTTP_CONNECT_TIMEOUT,
-    HTTP_KEY_FROM_USER, HTTP_MODEL_POOL, SERVER_TLS_OPTIONS, LOG_OPTIONS,
+    HTTP_KEY_FROM_USER, HTTP_MODEL_POOL, HTTP_MAX_CONNECTIONS, HTTP_MAX_CLIENT_CONNECTIONS,
+    HTTP_HEADER_TIMEOUT, HTTP_IDLE_TIMEOUT, HTTP_BODY_TIMEOUT, SERVER_TLS_OPTIONS, LOG_OPTIONS,
 )  # fmt: skip
 
 
@@ -343,6 +367,13 @@ def front_config(args: argparse.Namespace) -> FrontConfig | None:
         model_pools=pools,
         seed=SEED.value(args),
         shutdown_timeout_s=GRACE.value(args),
+        limits=ConnectionLimits(
+            per_client=HTTP_MAX_CLIENT_CONNECTIONS.value(args),
+            total=HTTP_MAX_CONNECTIONS.value(args),
+            header_timeout_s=HTTP_HEADER_TIMEOUT.value(args),
+            idle_timeout_s=HTTP_IDLE_TIMEOUT.value(args),
+            body_timeout_s=HTTP_BODY_TIMEOUT.value(args),
+        ),
     )
 
 
