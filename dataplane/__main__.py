@@ -216,6 +216,11 @@ HTTP_FIRST_BYTE_TIMEOUT = Option(
     float,
     "seconds an engine may take to start answering before the front retries elsewhere",
 )
+HTTP_FIRST_BYTE_FLOOR = Option(
+    "http_first_byte_floor", FRONT.first_byte_floor_s, positive_float,
+    "shortest first-byte timeout: an engine's own is 4 x its slowest of the last 32 answers, "
+    "within [this, --http-first-byte-timeout]",
+)  # fmt: skip
 HTTP_CONNECT_TIMEOUT = Option(
     "http_connect_timeout", FRONT.connect_timeout_s, float, "seconds to connect to an engine"
 )
@@ -257,7 +262,8 @@ OPTIONS = OptionSet(
     HEALTH_FEEDBACK_SHARE, PLANNING_RATE_LIMIT, MAX_MESSAGE_BYTES, STARTUP_TIMEOUT, GRACE,
     DECODE_NICE,
     METRICS_LISTEN, HTTP_LISTEN, HTTP_MAX_BODY, HTTP_FIRST_BYTE_TIMEOUT, HTTP_CONNECT_TIMEOUT,
-    HTTP_KEY_FROM_USER, HTTP_MODEL_POOL, HTTP_MAX_CONNECTIONS, HTTP_MAX_CLIENT_CONNECTIONS,
+    HTTP_KEY_FROM_USER, HTTP_MODEL_POOL, HTTP_FIRST_BYTE_FLOOR, HTTP_MAX_CONNECTIONS,
+    HTTP_MAX_CLIENT_CONNECTIONS,
     HTTP_HEADER_TIMEOUT, HTTP_IDLE_TIMEOUT, HTTP_BODY_TIMEOUT, SERVER_TLS_OPTIONS, LOG_OPTIONS,
 )  # fmt: skip
 
@@ -363,6 +369,7 @@ def front_config(args: argparse.Namespace) -> FrontConfig | None:
         max_body_bytes=max_body,
         connect_timeout_s=connect_timeout,
         first_byte_timeout_s=first_byte_timeout,
+        first_byte_floor_s=HTTP_FIRST_BYTE_FLOOR.value(args),
         key_from_user=HTTP_KEY_FROM_USER.value(args),
         model_pools=pools,
         seed=SEED.value(args),

@@ -39,6 +39,7 @@ from dataplane.holds import Hold, Holds
 from dataplane.http_front.choose import alternate
 from dataplane.http_front.connections import ConnectionGuard, ConnectionLimits, quiet_accept_errors
 from dataplane.http_front.errors import NOT_FOUND, SERVER_ERROR, UNAVAILABLE, FrontError
+from dataplane.http_front.first_byte import FirstByteTimeouts
 from dataplane.http_front.metrics import FrontMetrics
 from dataplane.http_front.proxy import AttemptFailedError, Upstream, base_url, relay
 from dataplane.http_front.request_keys import POOL_HEADER, FrontRequest, KeyRules, front_request
@@ -57,6 +58,7 @@ class FrontConfig:
     max_body_bytes: int = 16 * 1024 * 1024
     connect_timeout_s: float = 2.0
     first_byte_timeout_s: float = 120.0
+    first_byte_floor_s: float = 10.0  # the adaptive timeout's lower bound (first_byte.py)
     key_from_user: bool = False
     model_pools: dict[str, str] = field(default_factory=dict)
     seed: int = 0
@@ -94,6 +96,7 @@ class HttpFront:
             connect_timeout_s=config.connect_timeout_s,
             first_byte_timeout_s=config.first_byte_timeout_s,
         )
+        self.first_byte = FirstByteTimeouts(config.first_byte_floor_s, config.first_byte_timeout_s)
         self._rng = random.Random(config.seed)
         self._ids = itertools.count(1)
         self._runner: web.AppRunner | None = None
@@ -263,8 +266,8 @@ class HttpFront:
         pool = parsed.route.pool
         health = self.passive
         try:
-            upstream = await self.upstream.attempt(
-                f"{base_url(outcome.address)}{path}", raw, request.headers
+            upstream = await self._attempt(
+                f"{base_url(outcome.address)}{path}", raw, request, outcome.node_id, parsed.stream
             )
         except AttemptFailedError as failed:
             self.metrics.upstream_failures.labels(failed.cause).inc()
@@ -291,8 +294,8 @@ class HttpFront:
                 "x-cacheroute-retried-from": outcome.node_id,
             }
             try:
-                upstream = await self.upstream.attempt(
-                    f"{base_url(address)}{path}", raw, request.headers
+                upstream = await self._attempt(
+                    f"{base_url(address)}{path}", raw, request, retry.node_id, parsed.stream
                 )
             except AttemptFailedError as again:
                 self.metrics.upstream_failures.labels(again.cause).inc()
@@ -300,6 +303,16 @@ class HttpFront:
                 return await self._give_up(request, again, headers)
         health.succeeded(pool, headers["x-cacheroute-node"])  # it answered: alive
         return await self._relay(request, upstream, headers, pool)
+
+    async def _attempt(
+        self, url: str, raw: bytes, request: web.Request, node_id: str, stream: bool
+    ) -> aiohttp.ClientResponse:
+        """One attempt under the engine's own first-byte timeout (:mod:`.first_byte`)."""
+        started = time.monotonic()
+        wait = self.first_byte.timeout_for(node_id, stream)
+        upstream = await self.upstream.attempt(url, raw, request.headers, wait)
+        self.first_byte.observe(node_id, stream, time.monotonic() - started)
+        return upstream
 
     def _retry(self, parsed: FrontRequest, hold: Hold) -> Hold | None:
         """A hold on the retry's node (recorded as a decision in the pool's view), or None."""
