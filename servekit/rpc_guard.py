@@ -159,9 +159,17 @@ async def _identify(check: Check | None, method: str, context: Context) -> None:
         CALLER.set(await check(method, context))
 
 
+async def _answer(method: str, inner: Callable[..., Any], request: Any, context: Context) -> Any:
+    try:
+        return await inner(request, context)
+    except NotImplementedError:  # a generated base method (health List on older servicers)
+        log.info("method not implemented", method=method)
+        await context.abort(grpc.StatusCode.UNIMPLEMENTED, f"{method} is not implemented")
+
+
 def _unary(method: str, inner: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
     async def behavior(request: Any, context: Context) -> Any:
-        return await inner(await _checked(method, request, context), context)
+        return await _answer(method, inner, await _checked(method, request, context), context)
 
     return behavior
 
@@ -169,7 +177,7 @@ def _unary(method: str, inner: Callable[..., Any]) -> Callable[..., Awaitable[An
 def _checked_unary(method: str, inner: Callable[..., Any], check: Check) -> Callable[..., Any]:
     async def behavior(requests: AsyncIterator[Any], context: Context) -> Any:
         await _identify(check, method, context)
-        return await inner(await _first(method, requests, context), context)
+        return await _answer(method, inner, await _first(method, requests, context), context)
 
     return behavior
 

@@ -185,6 +185,7 @@ async def test_one_client_gets_at_most_its_cap_of_connections() -> None:
     try:
         for _ in range(6):
             socks.append(socket.create_connection(("127.0.0.1", front.port)))
+
         async def three_refused() -> bool:
             return sum(_closed_by_server(s) for s in socks) >= 3
 
@@ -194,6 +195,7 @@ async def test_one_client_gets_at_most_its_cap_of_connections() -> None:
         other.bind(("127.0.0.2", 0))
         other.connect(("127.0.0.1", front.port))
         socks.append(other)
+
         async def let_in() -> bool:
             return front.guard.open_total == 4  # another client is let in
 
@@ -202,4 +204,3 @@ async def test_one_client_gets_at_most_its_cap_of_connections() -> None:
         for sock in socks:
             sock.close()
         await front.stop()
-
