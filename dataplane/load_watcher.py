@@ -1,14 +1,16 @@
 """Applies the control plane's load snapshots: pushed by hints, re-read on resync and a timer.
 
 A "load" hint carries the serialized ``LoadSnapshot``, but anyone who can publish on the channel
-could forge one (a forged future snapshot steered every decision to one engine for ~3 s), so a
-hint is only a wake-up: the watcher reads the stored record (one GET) and applies *that*; a hint
-that differs from it is counted as rejected and logged once per pool. Hints can be missed (Redis away, a reconnect), so every ``interval_s`` and on every resync
-the watcher also reads ``store.cluster.get_load(pool)`` for each pool. Either way the router keeps
-only snapshots newer than the one applied (ordered by ``(leader_term, seq)``, never wall time),
-so a late or repeated snapshot never undoes newer information. Each tick also ages the view: a
-pool whose snapshot is older than the router's ``load_max_age_s`` (the control plane is away)
-compares only the router's own in-flight counts (logged once per pool and episode).
+could forge one (a forged future snapshot steered every decision to one engine for ~3 s), so a hint
+is only a wake-up: the watcher reads the stored record (one GET) and applies *that*; a hint that
+differs from it is counted as rejected and logged once per pool. Hints can be missed (Redis away, a
+reconnect), so every ``interval_s`` and on every resync the watcher also reads
+``store.cluster.get_load(pool)`` for each pool. Either way the router keeps only snapshots newer
+than the one applied (ordered by ``(leader_term, seq)``, never wall time), so a late or repeated
+snapshot never undoes newer information. Each tick also ages the view: a pool whose snapshot is
+older than the router's ``load_max_age_s`` (the control plane is away) compares only the router's
+own in-flight counts (logged once per pool and episode).
+
 """
 
 from __future__ import annotations

@@ -10,13 +10,12 @@ agent's own clock differences are used); with no such node it is the publish tim
 the decisions they made after it as their in-flight correction.
 
 Leadership changes: each new term of this instance reads the stored snapshot once per pool and
-publishes under ``leader_term`` = the stored one + 1 (routers order snapshots by
-``(leader_term, seq)``, never by wall time). A stored term or seq at or above :data:`MAX_ORDER` (2^62; the wire's uint64 would overflow
-at 2^64 - 1) is corrupt: the new leader starts a fresh epoch at term 1, logged once. For
-``grace_ms`` after it became leader, a node that
-the previous snapshot showed healthy is not marked down for *missing* reports: its agent may
-still be reconnecting to this instance (a leave, a stale report or a node already down stays as
-it is).
+publishes under ``leader_term`` = the stored one + 1 (routers order snapshots by ``(leader_term,
+seq)``, never by wall time). A stored term or seq at or above :data:`MAX_ORDER` (2^62; the wire's
+uint64 would overflow at 2^64 - 1) is corrupt: the new leader starts a fresh epoch at term 1,
+logged once. For ``grace_ms`` after it became leader, a node that the previous snapshot showed
+healthy is not marked down for *missing* reports: its agent may still be reconnecting to this
+instance (a leave, a stale report or a node already down stays as it is).
 
 With ``ttft`` the publisher also feeds each report's TTFT histogram into the leader's windows
 (:mod:`controlplane.core.ttft_window`): it reads every report anyway, four times a second.

@@ -18,6 +18,11 @@ MAX_ITEMS = 10_000
 MAX_DEPTH = 8
 
 
+def _is_map(field: FieldDescriptor) -> bool:
+    kind = field.message_type
+    return kind is not None and bool(kind.GetOptions().map_entry)
+
+
 class BoundsError(ValueError):
     """A field over its bound; the message names it."""
 
@@ -46,9 +51,7 @@ def check_bounds(
             for text in values:
                 if len(text) > max_text:
                     raise BoundsError(f"{name}: {len(text)} characters; at most {max_text}")
-        elif field.type == FieldDescriptor.TYPE_MESSAGE and not (
-            field.message_type.GetOptions().map_entry
-        ):
+        elif field.type == FieldDescriptor.TYPE_MESSAGE and not _is_map(field):
             for index, item in enumerate(values):
                 where = f"{name}[{index}]." if repeated else f"{name}."
                 check_bounds(

@@ -134,6 +134,7 @@ class HttpFront:
         loop = asyncio.get_running_loop()
         quiet_accept_errors(loop)
         # Our own listener (not web.TCPSite): every connection passes the guard's caps first.
+        assert runner.server is not None  # set by setup()
         self._server = await loop.create_server(
             self.guard.factory(runner.server), host or "0.0.0.0", int(port), backlog=1024
         )

@@ -38,8 +38,10 @@ async def test_only_named_callers_eject_and_each_at_most_its_share(
     redis_url: str, stores: Stores, tmp_path: Path
 ) -> None:
     auth_path = tmp_path / "auth.yaml"
-    auth_path.write_text(f"- {{name: svc, role: read, sha256: {token_hash('tok')}}}\n"
-                         f"- {{name: svc2, role: read, sha256: {token_hash('tok2')}}}\n")  # fmt: skip
+    auth_path.write_text(
+        "".join(f"- {{name: {n}, role: read, sha256: {token_hash(t)}}}\n"
+                for n, t in (("svc", "tok"), ("svc2", "tok2")))
+    )  # fmt: skip
     auth_path.chmod(0o600)
     auth = load_auth_file(auth_path)
     async with running_router(redis_url, outliers=OUTLIERS, auth=auth) as server:

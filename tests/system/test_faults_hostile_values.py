@@ -37,14 +37,16 @@ def snapshot(term: int, seq: int, *nodes: tuple[str, float]) -> cluster_pb2.Load
 
 
 async def test_loads_whose_sum_overflows_are_refused_at_the_report(redis_url: str) -> None:
-    async with running(fast_config(redis_url)) as plane:
-        async with grpc.aio.insecure_channel(plane.address) as channel:
-            call = agent_pb2_grpc.AgentServiceStub(channel).Connect()
-            bad = report("n1", address="10.0.0.1:8000")
-            bad.running = bad.waiting = 1e308
-            await call.write(bad)
-            assert await call.code() == grpc.StatusCode.INVALID_ARGUMENT
-            assert "running must be in [0, 1e+09]" in (await call.details() or "")
+    async with (
+        running(fast_config(redis_url)) as plane,
+        grpc.aio.insecure_channel(plane.address) as channel,
+    ):
+        call = agent_pb2_grpc.AgentServiceStub(channel).Connect()
+        bad = report("n1", address="10.0.0.1:8000")
+        bad.running = bad.waiting = 1e308
+        await call.write(bad)
+        assert await call.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "running must be in [0, 1e+09]" in (await call.details() or "")
 
 
 async def test_a_stored_term_at_the_maximum_starts_a_fresh_epoch(redis_url: str) -> None:

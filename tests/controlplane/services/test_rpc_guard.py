@@ -26,29 +26,33 @@ def _raw(channel: grpc.aio.Channel, method: str) -> grpc.aio.UnaryUnaryMultiCall
 
 
 async def test_health_watch_streams_the_status_on_the_control_plane(state_url: str) -> None:
-    async with running(quick_config(state_url)) as plane:
-        async with grpc.aio.insecure_channel(plane.address) as channel:
-            call = health_pb2_grpc.HealthStub(channel).Watch(health_pb2.HealthCheckRequest())
-            first = await call.read()
-            assert first.status == health_pb2.HealthCheckResponse.SERVING
-            call.cancel()
+    async with (
+        running(quick_config(state_url)) as plane,
+        grpc.aio.insecure_channel(plane.address) as channel,
+    ):
+        call = health_pb2_grpc.HealthStub(channel).Watch(health_pb2.HealthCheckRequest())
+        first = await call.read()
+        assert first.status == health_pb2.HealthCheckResponse.SERVING
+        call.cancel()
 
 
 async def test_garbage_to_health_and_reflection_is_invalid_argument(state_url: str) -> None:
-    async with running(quick_config(state_url)) as plane:
-        async with grpc.aio.insecure_channel(plane.address) as channel:
-            for method in ("/grpc.health.v1.Health/Check", "/cacheroute.v1.PlanService/Rollout"):
-                with pytest.raises(grpc.aio.AioRpcError) as caught:
-                    await _raw(channel, method)(b"\xff\xff\xff\xff")
-                assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-            stream = channel.stream_stream(
-                "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo"
-            )
-            call = stream(iter([b"\xff\xff\xff"]))
+    async with (
+        running(quick_config(state_url)) as plane,
+        grpc.aio.insecure_channel(plane.address) as channel,
+    ):
+        for method in ("/grpc.health.v1.Health/Check", "/cacheroute.v1.PlanService/Rollout"):
             with pytest.raises(grpc.aio.AioRpcError) as caught:
-                async for _ in call:
-                    pass
+                await _raw(channel, method)(b"\xff\xff\xff\xff")
             assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        stream = channel.stream_stream(
+            "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo"
+        )
+        call = stream(iter([b"\xff\xff\xff"]))
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            async for _ in call:
+                pass
+        assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
 
 
 async def test_each_method_has_its_own_size_limit_checked_before_parsing(state_url: str) -> None:
@@ -67,23 +71,21 @@ async def test_each_method_has_its_own_size_limit_checked_before_parsing(state_u
 
 
 async def test_strings_and_lists_in_admin_requests_are_bounded(state_url: str) -> None:
-    async with running(quick_config(state_url)) as plane:
-        async with grpc.aio.insecure_channel(plane.address) as channel:
-            request = admin_pb2.RolloutRequest(pool="default", reason="r" * 5000)
-            with pytest.raises(grpc.aio.AioRpcError) as caught:
-                await _raw(channel, "/cacheroute.v1.PlanService/Rollout")(
-                    request.SerializeToString()
-                )
-            assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-            assert "reason: 5000 characters; at most 4096" in (caught.value.details() or "")
-            shadow = admin_pb2.ShadowPlanRequest(pool="default", version="p" + "0" * 16,
+    async with (
+        running(quick_config(state_url)) as plane,
+        grpc.aio.insecure_channel(plane.address) as channel,
+    ):
+        request = admin_pb2.RolloutRequest(pool="default", reason="r" * 5000)
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await _raw(channel, "/cacheroute.v1.PlanService/Rollout")(request.SerializeToString())
+        assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "reason: 5000 characters; at most 4096" in (caught.value.details() or "")
+        shadow = admin_pb2.ShadowPlanRequest(pool="default", version="p" + "0" * 16,
                                                  nodes=5_000_000)  # fmt: skip
-            with pytest.raises(grpc.aio.AioRpcError) as caught:
-                await _raw(channel, "/cacheroute.v1.PlanService/ShadowPlan")(
-                    shadow.SerializeToString()
-                )
-            assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-            assert "nodes must be in [0, 4096]" in (caught.value.details() or "")
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await _raw(channel, "/cacheroute.v1.PlanService/ShadowPlan")(shadow.SerializeToString())
+        assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "nodes must be in [0, 4096]" in (caught.value.details() or "")
 
 
 async def test_an_anonymous_caller_is_refused_before_its_request_is_read(

@@ -3,16 +3,15 @@
 The front never closed idle or half-sent connections (0 of 900); under a 1,024 open-file limit,
 1,100 of them from one client made new gRPC ``Route`` calls time out and HTTP requests hang, and
 the router wrote 46 MB of tracebacks in 16 s. Here the router is a real subprocess whose
-open-file limit is lowered to 1,024 (soft and hard, so it cannot raise it), one client holds
-1,100 half-open connections from 127.0.0.2, and ``Route`` and fresh HTTP requests from 127.0.0.1
-are still served.
+open-file limit ``prlimit`` lowers to 1,024 (soft and hard: it cannot raise it), one client
+holds 1,100 half-open connections from 127.0.0.2, and ``Route`` and fresh HTTP requests from
+127.0.0.1 are still served.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import resource
 import socket
 import subprocess
 import sys
@@ -37,10 +36,6 @@ from tests.support.router import load_snapshot
 pytestmark = [pytest.mark.timeout(180)]
 HALF_OPEN = 1_100
 PARTIAL = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 10"
-
-
-def _low_fd_limit() -> None:
-    resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))
 
 
 def _health(port: int) -> dict[str, object]:
@@ -71,10 +66,11 @@ async def test_route_and_fresh_http_are_served_while_1100_half_open_connections_
     log_path = tmp_path / "router.log"
     with log_path.open("wb") as log_file:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "dataplane", "--listen", f"127.0.0.1:{grpc_port}",
+            ["prlimit", "--nofile=1024:1024",  # soft and hard: the router cannot raise it
+             sys.executable, "-m", "dataplane", "--listen", f"127.0.0.1:{grpc_port}",
              "--redis-url", redis_url, "--metrics-listen", "off",
              "--http-listen", f"127.0.0.1:{http_port}", "--grace", "1"],
-            stdout=log_file, stderr=subprocess.STDOUT, preexec_fn=_low_fd_limit,
+            stdout=log_file, stderr=subprocess.STDOUT,
         )  # fmt: skip
     try:
 
@@ -147,7 +143,7 @@ async def test_a_connection_that_never_finishes_its_headers_is_closed() -> None:
         sock.sendall(PARTIAL)
         await eventually(closed(sock))
         sock.close()
-        assert front.guard.timed_out._value.get() == 1  # noqa: SLF001 - the counter's value
+        assert front.guard.timed_out._value.get() == 1
     finally:
         await front.stop()
 
@@ -183,8 +179,7 @@ async def test_one_client_gets_at_most_its_cap_of_connections() -> None:
     front = await _front(ConnectionLimits(per_client=3, header_timeout_s=30.0))
     socks = []
     try:
-        for _ in range(6):
-            socks.append(socket.create_connection(("127.0.0.1", front.port)))
+        socks.extend(socket.create_connection(("127.0.0.1", front.port)) for _ in range(6))
 
         async def three_refused() -> bool:
             return sum(_closed_by_server(s) for s in socks) >= 3
