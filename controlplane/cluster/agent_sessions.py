@@ -98,11 +98,12 @@ class AgentSession:
         if self.left:
             return
         self.left = True
-        last = self.last_report  # only what says who left: no error text, histogram or loads
+        last = self.last_report  # who left and its last loads: no error text, no histogram
         report = agent_pb2.NodeReport(
             node_id=last.node_id, pool=last.pool, address=last.address, model=last.model,
             engine_kind=last.engine_kind, dialect=last.dialect, seq=last.seq,
             sent_at_unix_ms=last.sent_at_unix_ms, scraped_at_unix_ms=last.scraped_at_unix_ms,
+            running=last.running, waiting=last.waiting, kv_usage=last.kv_usage,
             weight=last.weight, leaving=True,
         )  # fmt: skip
         record = ReportRecord(report=report, received_at_unix_ms=now_ms, stream_id=self.stream_id)
