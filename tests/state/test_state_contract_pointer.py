@@ -4,8 +4,6 @@ built once, by the store)."""
 
 from __future__ import annotations
 
-import redis
-
 from cacheroute_state import Stores, memory, schema
 from cacheroute_state.active_pointer import (
     CORRUPT_ACTION,
@@ -14,23 +12,9 @@ from cacheroute_state.active_pointer import (
 )
 from cacheroute_state.interfaces import ConflictError, CorruptRecordError
 from tests.support.factories import store_plan
+from tests.support.records import corrupt_pointer
 
 KEY = schema.pool_key("default", "active")
-
-
-def corrupt_pointer(state_url: str, *, wrong_type: bool = False) -> None:
-    """Garbage in the pointer record's ``pb`` field (or the key holding a string), as a bad
-    restore or a hand edit leaves it."""
-    if state_url.startswith(memory.SCHEME):
-        memory.memory_state(state_url).hashes[KEY]["pb"] = b"\xff\xff\xff"
-        return
-    client = redis.Redis.from_url(state_url)
-    if wrong_type:
-        client.delete(KEY)
-        client.set(KEY, b"not a hash")
-    else:
-        client.hset(KEY, "pb", b"\xff\xff\xff")
-    client.close()
 
 
 async def test_a_corrupt_pointer_is_named_and_a_move_overwrites_it(

@@ -10,13 +10,27 @@ import pytest
 
 from cacheroute.v1 import admin_pb2
 from cacheroute_state import Stores, schema
-from tests.controlplane.lifecycle.test_controlplane_plans import import_small, refused
-from tests.state.test_state_contract_pointer import corrupt_pointer
-from tests.support.controlplane import clients, fast_config, running
+from dataplane.core.table_codec import table_to_proto
+from tests.support.controlplane import Clients, clients, fast_config, running
+from tests.support.factories import small_plan
+from tests.support.records import corrupt_pointer
 from tests.support.state import on_redis
 
 pytestmark = pytest.mark.grpc
 RECORD = schema.pool_key("default", "active")
+
+
+async def import_small(c: Clients, seed: int) -> str:
+    table = table_to_proto(small_plan("default", seed=seed))
+    summary = await c.plans.ImportPlan(admin_pb2.ImportPlanRequest(table=table, actor="ops"))
+    return summary.metadata.version
+
+
+async def refused(call: object, code: grpc.StatusCode) -> str:
+    with pytest.raises(grpc.aio.AioRpcError) as raised:
+        await call  # type: ignore[misc]
+    assert raised.value.code() == code, raised.value.details()
+    return raised.value.details() or ""
 
 
 @pytest.fixture
