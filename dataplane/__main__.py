@@ -19,7 +19,7 @@ import structlog
 from dataplane.core.names import InvalidNameError, validate_pool
 from dataplane.core.outliers import OutlierConfig
 from dataplane.core.policies import POLICIES
-from dataplane.health_feedback import DEFAULT_SHARE
+from dataplane.health_feedback import DEFAULT_SHARE, parse_networks
 from dataplane.http_front.app import FrontConfig
 from dataplane.http_front.connections import ConnectionLimits
 from dataplane.server import RouterConfig, RouterServer, default_router_id
@@ -166,6 +166,12 @@ HEALTH_FEEDBACK_SHARE = Option(
     "at most this share of a pool's engines may be ejected through one caller's Release "
     "outcomes at once (at least one); with --auth-file only its clients' outcomes count",
 )
+HEALTH_FEEDBACK_FROM = Option(
+    "health_feedback_from", "", str,
+    "comma-separated CIDRs whose callers' Release outcomes count for passive health (besides "
+    "--auth-file clients); set without an auth file, only these callers count",
+    shown_default="''",
+)  # fmt: skip
 PLANNING_RATE_LIMIT = Option(
     "planning_rate_limit",
     D.planning_rate_limit,
@@ -259,7 +265,8 @@ OPTIONS = OptionSet(
     REPORT_INTERVAL, TOP_KEYS, SAMPLE_RATE, SAMPLE_INTERVAL, SAMPLE_BUFFER, CORRECTION_HORIZON,
     PANIC_THRESHOLD, LOAD_MAX_AGE, OUTLIER_CONSECUTIVE_FAILURES, OUTLIER_BASE_EJECTION,
     OUTLIER_MAX_EJECTION, OUTLIER_MAX_EJECTED_SHARE, AUTH_FILE, ALLOW_UNAUTHENTICATED,
-    HEALTH_FEEDBACK_SHARE, PLANNING_RATE_LIMIT, MAX_MESSAGE_BYTES, STARTUP_TIMEOUT, GRACE,
+    HEALTH_FEEDBACK_SHARE, HEALTH_FEEDBACK_FROM, PLANNING_RATE_LIMIT, MAX_MESSAGE_BYTES,
+    STARTUP_TIMEOUT, GRACE,
     DECODE_NICE,
     METRICS_LISTEN, HTTP_LISTEN, HTTP_MAX_BODY, HTTP_FIRST_BYTE_TIMEOUT, HTTP_CONNECT_TIMEOUT,
     HTTP_KEY_FROM_USER, HTTP_MODEL_POOL, HTTP_FIRST_BYTE_FLOOR, HTTP_MAX_CONNECTIONS,
@@ -307,6 +314,10 @@ def config_from(args: argparse.Namespace) -> RouterConfig:
         auth = load_auth_file(auth_file) if auth_file is not None else None
     except AuthFileError as exc:
         raise SettingsError(str(exc)) from None
+    try:
+        feedback_from = parse_networks(HEALTH_FEEDBACK_FROM.value(args))
+    except ValueError as exc:
+        raise SettingsError(str(exc)) from None
     tls = server_tls(args)
     check_exposure(
         "router",
@@ -320,6 +331,7 @@ def config_from(args: argparse.Namespace) -> RouterConfig:
         auth=auth,
         planning_rate_limit=PLANNING_RATE_LIMIT.value(args),
         health_feedback_share=HEALTH_FEEDBACK_SHARE.value(args),
+        health_feedback_from=feedback_from,
         listen=LISTEN.value(args),
         redis_url=REDIS_URL.value(args),
         router_id=ROUTER_ID.value(args) or default_router_id(),

@@ -5,7 +5,9 @@ anonymous calls took 2 of 4 engines out of rotation for 30 s. The rule now:
 
 * with ``--auth-file``, only callers it names (bearer token or mTLS subject, any role) report
   outcomes; an unknown caller's outcome is ignored (its hold is still released);
-* without one, a caller is its peer host;
+* with ``--health-feedback-from CIDR,...``, callers whose peer address lies in one of the
+  networks count too (named by their host), and without an auth file only they do;
+* with neither, every caller counts, named by its peer host;
 * whoever the caller is, at most ``max(1, floor(share x undrained destinations))`` of a pool's
   destinations may be ejected *through its reports* at once (``--health-feedback-share``,
   default 0.25); a further failure it reports is ignored until one of them returns.
@@ -18,8 +20,9 @@ destination's count). The HTTP front's own attempts are the router's and always 
 
 from __future__ import annotations
 
+import ipaddress
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import grpc
@@ -31,6 +34,49 @@ from dataplane.passive_health import PassiveHealth
 _Context = grpc.aio.ServicerContext[Any, Any]
 DEFAULT_SHARE = 0.25
 MAX_CALLERS = 4096
+
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def parse_networks(text: str) -> tuple[Network, ...]:
+    """``--health-feedback-from``: comma-separated CIDRs (ValueError naming a bad one)."""
+    networks = []
+    for item in (part.strip() for part in text.split(",")):
+        if item:
+            try:
+                networks.append(ipaddress.ip_network(item, strict=False))
+            except ValueError as exc:
+                raise ValueError(f"--health-feedback-from {item!r}: {exc}") from None
+    return tuple(networks)
+
+
+def peer_ip(context: _Context) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The caller's IP from gRPC's ``ipv4:1.2.3.4:5`` / ``ipv6:[::1]:5`` peer string."""
+    peer = context.peer() or ""
+    _, _, rest = peer.partition(":")
+    host = rest.rpartition(":")[0].strip("[]")
+    try:
+        return ipaddress.ip_address(host)
+    except ValueError:
+        return None
+
+
+def allow_listed(
+    name_of: Callable[[_Context], str], networks: Sequence[Network], authenticated: bool
+) -> Callable[[_Context], str]:
+    """``name_of`` extended by the allow-list (module docstring)."""
+    if not networks:
+        return name_of
+
+    def name(context: _Context) -> str:
+        found = name_of(context) if authenticated else ""
+        if found:
+            return found
+        ip = peer_ip(context)
+        return str(ip) if ip is not None and any(ip in n for n in networks) else ""
+
+    return name
 
 
 class HealthFeedback:

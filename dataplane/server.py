@@ -44,7 +44,7 @@ from cacheroute_state.urls import redacted
 from dataplane.callers import CallerNames
 from dataplane.core.outliers import OutlierConfig
 from dataplane.core.router import Router
-from dataplane.health_feedback import DEFAULT_SHARE, HealthFeedback
+from dataplane.health_feedback import DEFAULT_SHARE, HealthFeedback, Network, allow_listed
 from dataplane.holds import Holds, InFlightCollector
 from dataplane.http_front.app import FrontConfig, HttpFront
 from dataplane.load_watcher import LoadWatcher
@@ -108,6 +108,7 @@ class RouterConfig:
     auth: AuthTable | None = None  # names Route callers; unknown ones are not counted
     planning_rate_limit: float = 0.0  # counted Route requests per second per caller; 0: off
     health_feedback_share: float = DEFAULT_SHARE  # of a pool one Release caller may eject
+    health_feedback_from: tuple[Network, ...] = ()  # peers whose Release outcomes count
     # Largest request accepted: a 1,000-request batch of full 4 KiB prompts is ~4 MB.
     max_message_bytes: int = 4 * 1024 * 1024
     startup_timeout_s: float = 3.0
@@ -164,7 +165,11 @@ class RouterServer:
         feedback = HealthFeedback(
             self.router,
             self.health,
-            CallerNames(config.auth).name,
+            allow_listed(
+                CallerNames(config.auth).name,
+                config.health_feedback_from,
+                authenticated=config.auth is not None,
+            ),
             self.metrics.registry,
             config.health_feedback_share,
         )

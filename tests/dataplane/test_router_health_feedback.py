@@ -12,6 +12,7 @@ import pytest
 from cacheroute.v1 import routing_pb2
 from cacheroute_state import Stores
 from dataplane.core.outliers import OutlierConfig
+from dataplane.health_feedback import parse_networks
 from servekit.auth_file import load_auth_file, token_hash
 from tests.support.polling import eventually
 from tests.support.router import NODES, load_snapshot, router_stub, running_router
@@ -64,3 +65,30 @@ async def test_only_named_callers_eject_and_each_at_most_its_share(
         )
         assert ignored == 3 * len(NODES) * 4
         assert server.holds.open_count == {}
+
+
+async def test_an_allow_list_names_the_only_callers_whose_outcomes_count(
+    redis_url: str, stores: Stores
+) -> None:
+    elsewhere = parse_networks("10.0.0.0/8")
+    async with running_router(redis_url, outliers=OUTLIERS, health_feedback_from=elsewhere) as srv:
+        await stores.cluster.publish_load(load_snapshot(dict.fromkeys(NODES, 0.0), seq=1))
+
+        async def ready() -> bool:
+            return len(srv.router.pools["default"].view.eligible_nodes) == len(NODES)
+
+        await eventually(ready)
+        async with router_stub(srv) as stub:
+            await fail_every_node(stub, (), rounds=3)  # 127.0.0.1 is not on the list
+        assert srv.router.pools["default"].outliers.ejected == frozenset()
+    loopback = parse_networks("127.0.0.0/8")
+    async with running_router(redis_url, outliers=OUTLIERS, health_feedback_from=loopback) as srv:
+        await stores.cluster.publish_load(load_snapshot(dict.fromkeys(NODES, 0.0), seq=2))
+
+        async def ready_again() -> bool:
+            return len(srv.router.pools["default"].view.eligible_nodes) == len(NODES)
+
+        await eventually(ready_again)
+        async with router_stub(srv) as stub:
+            await fail_every_node(stub, (), rounds=3)
+        assert len(srv.router.pools["default"].outliers.ejected) == 1
