@@ -13,7 +13,9 @@ parent-death signal follows the spawning thread) and wait for the first PING els
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import secrets
 import shutil
 import subprocess
 import tempfile
@@ -27,6 +29,43 @@ from servekit.processes import free_port, guarded
 
 STARTUP_TIMEOUT_S = 10.0
 DEFAULT_PORT = 6379
+PASSWORD_FILE = "redis-password"  # in the data directory, mode 0600; never logged
+
+
+def bound_beyond_loopback(bind: str) -> bool:
+    """Whether a ``--bind`` list lets other machines connect (then a password is required)."""
+    for item in bind.split():
+        host = item.strip("[]").lstrip("-")
+        if host == "localhost":
+            continue
+        try:
+            if ipaddress.ip_address(host).is_loopback:
+                continue
+        except ValueError:
+            pass
+        return True
+    return False
+
+
+def stored_password(data_dir: Path) -> str | None:
+    """The generated password kept with the data (None: none generated yet)."""
+    try:
+        return (data_dir / PASSWORD_FILE).read_text().strip() or None
+    except FileNotFoundError:
+        return None
+
+
+def _password_for(data_dir: Path) -> str:
+    """The stored password, or a new one written with mode 0600 before any server starts."""
+    found = stored_password(data_dir)
+    if found is not None:
+        return found
+    password = secrets.token_urlsafe(32)
+    path = data_dir / PASSWORD_FILE
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as file:
+        file.write(password + "\n")
+    return password
 
 
 class EmbeddedRedisError(RuntimeError):
@@ -63,7 +102,9 @@ class EmbeddedRedis:
     """A private redis-server; persistent (AOF, fsync every second) when ``data_dir`` is given.
 
     ``port`` None or 0: a free port chosen now. ``bind``: the listen address (loopback by
-    default; another address lets routers on other machines reach it).
+    default; another address lets routers on other machines reach it, and then the server
+    requires a password generated once and kept in the data directory, :data:`PASSWORD_FILE`,
+    passed to redis-server in a 0600 config file, not on its command line).
     """
 
     def __init__(
@@ -77,7 +118,8 @@ class EmbeddedRedis:
         self._port_chosen_here = not port  # may move to another free port if this one is taken
         self.bind = bind
         self._host = "127.0.0.1" if bind in ("0.0.0.0", "::", "") else bind
-        self.url = f"redis://{self._host}:{self.port}/0"
+        self.password: str | None = None
+        self.url = self._url()
         self.data_dir = data_dir
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         if data_dir is None:
@@ -89,6 +131,13 @@ class EmbeddedRedis:
             self.dir = data_dir
             persistence = ["--save", "", "--appendonly", "yes", "--appendfsync", "everysec"]
         self._persistence = persistence
+        self.password = _password_for(self.dir) if bound_beyond_loopback(bind) else None
+        self._conf = self.dir / "redis-auth.conf"
+        if self.password is not None:
+            fd = os.open(self._conf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as file:
+                file.write(f"requirepass {self.password}\n")
+            self.url = self._url()
         # redis-server logs to stdout by default, which nobody reads: why it exited goes here
         self.log_path = self.dir / "redis-server.log"
         self._log_start = 0
@@ -96,9 +145,15 @@ class EmbeddedRedis:
         self._process: subprocess.Popen[bytes] | None = None
         self.restarts = 0
 
+    def _url(self) -> str:
+        secret = f":{self.password}@" if self.password else ""
+        return f"redis://{secret}{self._host}:{self.port}/0"
+
     def _args(self) -> list[str]:
+        conf = [str(self._conf)] if self.password is not None else []
         return [
             find_redis_server(),
+            *conf,
             "--port", str(self.port),
             "--bind", self.bind,
             "--dir", str(self.dir),
@@ -121,7 +176,9 @@ class EmbeddedRedis:
         process = self._process
         assert process is not None, "spawn() first"
         deadline = time.monotonic() + timeout_s
-        client = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=0.5)
+        client = redis.Redis(
+            host="127.0.0.1", port=self.port, password=self.password, socket_timeout=0.5
+        )
         try:
             while True:
                 if process.poll() is not None:
@@ -174,7 +231,7 @@ class EmbeddedRedis:
                 if not self._port_chosen_here or attempt == 2:
                     raise
                 self.port = free_port()
-                self.url = f"redis://{self._host}:{self.port}/0"
+                self.url = self._url()
                 self.args = self._args()
         raise AssertionError("unreachable")
 

@@ -6,6 +6,7 @@ Exceptions::
     ├── StoreUnavailableError   the backing store cannot be reached (callers degrade, then retry)
     ├── PlanNotFoundError       no such plan version in the pool
     ├── ConflictError           compare-and-set lost: the pointer moved (carries the current one)
+    ├── CorruptRecordError      a stored record does not decode (names it; also a DecodeError)
     └── PlanMismatchError       a version id already stored with different content
 
 All methods are coroutines; records are the ``cacheroute.v1`` protobuf messages, so what is stored
@@ -18,6 +19,8 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+
+from google.protobuf.message import DecodeError
 
 from cacheroute.v1 import agent_pb2, cluster_pb2, table_pb2
 
@@ -40,6 +43,18 @@ class ConflictError(StoreError):
     def __init__(self, message: str, current: cluster_pb2.ActivePointer | None) -> None:
         super().__init__(message)
         self.current = current
+
+
+class CorruptRecordError(StoreError, DecodeError):
+    """A stored record that does not decode. ``record`` names its key; ``generation`` is what
+    its generation field holds (0 when unreadable), so a move can overwrite it (also a
+    DecodeError: readers that keep what they hold on a bad record keep doing so)."""
+
+    def __init__(self, record: str, generation: int, detail: str) -> None:
+        super().__init__(f"record {record} is corrupt ({detail}); overwrite it with a rollout, "
+                         "a rollback or `cachectl plan disable`")  # fmt: skip
+        self.record = record
+        self.generation = generation
 
 
 class PlanMismatchError(StoreError):
@@ -70,7 +85,8 @@ class PlanStore(ABC):
         """Newest first."""
 
     @abstractmethod
-    async def get_active(self, pool: str) -> cluster_pb2.ActivePointer | None: ...
+    async def get_active(self, pool: str) -> cluster_pb2.ActivePointer | None:
+        """The pool's pointer (None: never moved); CorruptRecordError when it does not decode."""
 
     @abstractmethod
     async def move_active(
@@ -85,8 +101,11 @@ class PlanStore(ABC):
     ) -> cluster_pb2.ActivePointer:
         """Compare-and-set the pointer to ``version`` with generation + 1, audit and hint.
 
-        ``expected_generation`` is the generation the caller saw (0: no pointer yet). Raises
-        ConflictError when the pointer moved meanwhile, PlanNotFoundError for an unknown version.
+        ``expected_generation`` is the generation the caller saw (0: no pointer yet; a damaged
+        record's is :attr:`CorruptRecordError.generation`, and the move overwrites it). The
+        audit's ``from_version`` is the version the move replaced, read in the same atomic step.
+        Raises ConflictError (message: :func:`cacheroute_state.active_pointer.conflict_message`)
+        when the pointer moved meanwhile, PlanNotFoundError for an unknown version.
         An empty ``version`` means no table (planned routing disabled); it is never listed among
         :meth:`previous_versions`.
         """

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import redis.asyncio as aioredis
+from google.protobuf.message import DecodeError
+from redis.exceptions import ResponseError
 
 from cacheroute.v1 import cluster_pb2, table_pb2
 from cacheroute_state import schema
+from cacheroute_state.active_pointer import conflict_message, damaged
 from cacheroute_state.interfaces import (
     ConflictError,
+    CorruptRecordError,
     PlanMismatchError,
     PlanNotFoundError,
     PlanStore,
@@ -29,23 +33,40 @@ return false
 """
 
 # KEYS: active, plans-zset, previous, audit. ARGV: version, expected generation, pointer bytes,
-# audit bytes, hint channel, new generation. Returns {1, gen} | {0, current} | {-1, current}.
-# An empty version (no table: planned routing disabled) needs no stored plan and is never pushed
-# onto the previous-versions list.
+# audit bytes, hint channel, new generation. Returns {status, generation, previous version}:
+# {1, new} moved | {0, current} conflict | {-1, current} unknown version. The version replaced is
+# read here, in the same atomic step, and stored beside the audit event ('from'). An empty
+# version (no table: planned routing disabled) needs no stored plan and is never pushed onto the
+# previous-versions list. A damaged record (not a hash, or a generation that is not a number)
+# counts as generation 0 of nothing, so a move that expects 0 overwrites it.
 _MOVE_ACTIVE = f"""
-local current = tonumber(redis.call('HGET', KEYS[1], 'generation') or '0')
-if current ~= tonumber(ARGV[2]) then return {{0, current}} end
-if ARGV[1] ~= '' and not redis.call('ZSCORE', KEYS[2], ARGV[1]) then return {{-1, current}} end
-local previous = redis.call('HGET', KEYS[1], 'version')
+local kind = redis.call('TYPE', KEYS[1]).ok
+local current, previous = 0, ''
+if kind == 'hash' then
+  current = tonumber(redis.call('HGET', KEYS[1], 'generation') or '0') or 0
+  previous = redis.call('HGET', KEYS[1], 'version') or ''
+end
+if current ~= tonumber(ARGV[2]) then return {{0, current, previous}} end
+if ARGV[1] ~= '' and not redis.call('ZSCORE', KEYS[2], ARGV[1]) then
+  return {{-1, current, previous}}
+end
+if kind ~= 'hash' and kind ~= 'none' then redis.call('DEL', KEYS[1]) end
 redis.call('HSET', KEYS[1], 'generation', ARGV[6], 'version', ARGV[1], 'pb', ARGV[3])
-if previous and previous ~= '' and previous ~= ARGV[1] then
+if previous ~= '' and previous ~= ARGV[1] then
   redis.call('LPUSH', KEYS[3], previous)
   redis.call('LTRIM', KEYS[3], 0, {PREVIOUS_KEPT - 1})
 end
-redis.call('XADD', KEYS[4], 'MAXLEN', '~', '{AUDIT_MAXLEN}', '*', 'e', ARGV[4])
+redis.call('XADD', KEYS[4], 'MAXLEN', '~', '{AUDIT_MAXLEN}', '*', 'e', ARGV[4], 'from', previous)
 redis.call('PUBLISH', ARGV[5], ARGV[6])
-return {{1, tonumber(ARGV[6])}}
+return {{1, tonumber(ARGV[6]), previous}}
 """
+
+
+def _int(raw: bytes | str | None) -> int:
+    try:
+        return int(raw or 0)
+    except ValueError:
+        return 0
 
 
 class RedisPlanStore(PlanStore):
@@ -108,8 +129,18 @@ class RedisPlanStore(PlanStore):
 
     @unavailable_on_redis_error
     async def get_active(self, pool: str) -> cluster_pb2.ActivePointer | None:
-        data = await self._redis.hget(schema.pool_key(pool, "active"), "pb")
-        return None if data is None else cluster_pb2.ActivePointer.FromString(blob(data))
+        key = schema.pool_key(pool, "active")
+        try:
+            data = await self._redis.hget(key, "pb")
+        except ResponseError as exc:  # WRONGTYPE: the key holds something else
+            raise CorruptRecordError(key, 0, str(exc)[:60]) from None
+        if data is None:
+            return None
+        try:
+            return cluster_pb2.ActivePointer.FromString(blob(data))
+        except DecodeError as exc:
+            generation = await self._redis.hget(key, "generation")
+            raise CorruptRecordError(key, _int(generation), str(exc)[:60]) from None
 
     @unavailable_on_redis_error
     async def move_active(
@@ -123,7 +154,6 @@ class RedisPlanStore(PlanStore):
         detail: str = "",
     ) -> cluster_pb2.ActivePointer:
         now = self._clock()
-        current = await self.get_active(pool)
         generation = expected_generation + 1
         pointer = cluster_pb2.ActivePointer(
             pool=pool,
@@ -133,12 +163,11 @@ class RedisPlanStore(PlanStore):
             actor=actor,
             action=action,
         )
-        event = cluster_pb2.AuditEvent(
+        event = cluster_pb2.AuditEvent(  # from_version: added by the script (module comment)
             at_unix_ms=now,
             actor=actor,
             action=action,
             pool=pool,
-            from_version=current.version if current else "",
             to_version=version,
             generation=generation,
             detail=detail,
@@ -152,17 +181,16 @@ class RedisPlanStore(PlanStore):
             schema.table_channel(pool),
             generation,
         ]
-        status, observed = await self._move_active(keys=keys, args=args)
+        status, _observed, _previous = await self._move_active(keys=keys, args=args)
         if status == 1:
             return pointer
-        latest = await self.get_active(pool)
         if status == 0:
-            raise ConflictError(
-                f"pool {pool}: the active pointer is at generation {observed}, not "
-                f"{expected_generation} (moved by {latest.actor if latest else '?'}); re-read "
-                "and retry",
-                latest,
-            )
+            try:
+                latest = await self.get_active(pool)
+            except CorruptRecordError as exc:
+                latest = damaged(pool, exc)
+            message = conflict_message(pool, expected_generation, latest)
+            raise ConflictError(message, latest)
         raise PlanNotFoundError(f"plan {version} not found in pool {pool}")
 
     @unavailable_on_redis_error
@@ -182,11 +210,15 @@ class RedisPlanStore(PlanStore):
     @unavailable_on_redis_error
     async def read_audit(self, pool: str, count: int) -> list[cluster_pb2.AuditEvent]:
         entries = await self._redis.xrevrange(schema.pool_key(pool, "audit"), count=count) or []
-        return [
-            cluster_pb2.AuditEvent.FromString(blob(fields[b"e"]))
-            for _, fields in reversed(entries)
-            if fields is not None
-        ]
+        events = []
+        for _, fields in reversed(entries):
+            if fields is None:
+                continue
+            event = cluster_pb2.AuditEvent.FromString(blob(fields[b"e"]))
+            if b"from" in fields:  # a pointer move: the version it replaced (_MOVE_ACTIVE)
+                event.from_version = text(fields[b"from"])
+            events.append(event)
+        return events
 
     @unavailable_on_redis_error
     async def pools(self) -> list[str]:

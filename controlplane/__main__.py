@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import structlog
 
-from cacheroute_state.embedded import EmbeddedRedisError
+from cacheroute_state.embedded import EmbeddedRedisError, stored_password
 from controlplane.config import ControlPlaneConfig, parse_config
 from controlplane.server import ControlPlane
 from servekit.grpc_server import run_until_signal
@@ -21,7 +21,7 @@ async def serve(config: ControlPlaneConfig) -> int:
     log = structlog.get_logger("controlplane")
     try:
         await plane.start()
-    except (OSError, EmbeddedRedisError) as exc:
+    except (OSError, EmbeddedRedisError, ValueError) as exc:  # ValueError: the auth file
         log.error("could not start", error=str(exc))
         await plane.stop()
         return 1
@@ -33,12 +33,32 @@ async def serve(config: ControlPlaneConfig) -> int:
     return 0
 
 
+def show_redis_url(config: ControlPlaneConfig) -> int:
+    """``python -m controlplane redis-url [options]``: the URL routers use to reach the embedded
+    Redis of these options, with its generated password (printed only here, never logged)."""
+    data_dir = config.embedded_data_dir()
+    password = stored_password(data_dir) if data_dir is not None else None
+    host = config.embedded_redis_bind.split()[0]
+    host = "HOST" if host in ("0.0.0.0", "::", "*") else host
+    secret = f":{password}@" if password else ""
+    print(f"redis://{secret}{host}:{config.embedded_redis_port}/0")
+    if password is None:
+        print(
+            f"(no password stored in {data_dir}: loopback-only or not started yet)", file=sys.stderr
+        )
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    command = args.pop(0) if args[:1] == ["redis-url"] else ""
     try:
-        config = parse_config(argv)
+        config = parse_config(args if command else argv)
     except SettingsError as exc:
         print(f"controlplane: error: {exc}", file=sys.stderr)
         return 2
+    if command:
+        return show_redis_url(config)
     configure_logging("controlplane", json=config.log_json, level=config.log_level)
     try:
         return asyncio.run(serve(config))

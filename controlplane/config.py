@@ -14,10 +14,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cacheroute_state.embedded import DEFAULT_PORT, default_data_dir
+from cacheroute_state.embedded import DEFAULT_PORT, bound_beyond_loopback, default_data_dir
 from controlplane.core.report_checks import parse_networks
 from controlplane.lifecycle.options import LIFECYCLE_OPTIONS, lifecycle_values
+from controlplane.services.limits import DEFAULT_IMPORT_BYTES, DEFAULT_REQUEST_BYTES
 from servekit.addresses import parse_host_port
+from servekit.auth_file import AuthFileError, load_auth_file
+from servekit.exposure import ALLOW_UNAUTHENTICATED, check_exposure
 from servekit.flags import (
     LOG_FORMAT,
     LOG_LEVEL,
@@ -28,6 +31,7 @@ from servekit.flags import (
     non_negative_int,
     optional_path,
     positive_float,
+    positive_int,
     server_tls,
 )
 from servekit.options import Option, OptionSet, SettingsError
@@ -63,6 +67,9 @@ class ControlPlaneConfig:
     agent_networks: tuple[str, ...] = ()
     # YAML list of {name, role, sha256|subject}: every RPC then needs a token or known cert.
     auth_file: Path | None = None
+    # Per-method request size limits, checked before parsing (controlplane/services/limits.py).
+    max_request_bytes: int = DEFAULT_REQUEST_BYTES
+    max_import_bytes: int = DEFAULT_IMPORT_BYTES
     grace_s: float = 5.0
     # Plan lifecycle (issue 11; declared in controlplane/lifecycle/options.py): the replanner's
     # churn cap, automatic mode, the shadow replay's budget and the live guard.
@@ -218,6 +225,18 @@ AUTH_FILE: Option[Path | None] = Option(
     "YAML list of clients {name, role: read|write|agent, sha256: hex SHA-256 of the bearer "
     "token | subject: mTLS certificate name}; every RPC then needs credentials",
 )
+MAX_REQUEST_BYTES = Option(
+    "max_request_bytes",
+    D.max_request_bytes,
+    positive_int,
+    "largest request of every RPC but ImportPlan, in bytes (refused before it is parsed)",
+)
+MAX_IMPORT_BYTES = Option(
+    "max_import_bytes",
+    D.max_import_bytes,
+    positive_int,
+    "largest ImportPlan request (a whole table), in bytes; the server-wide gRPC limit",
+)
 AGENT_NETWORKS = Option(
     "agent_networks",
     D.agent_networks,
@@ -236,7 +255,9 @@ OPTIONS = OptionSet(
     LISTEN, REDIS_URL, EMBEDDED_REDIS_PORT, EMBEDDED_REDIS_BIND, REDIS_DATA_DIR, INSTANCE_ID,
     METRICS_LISTEN, LOAD_PUBLISH_INTERVAL, NODE_TIMEOUT_INTERVALS, PLAN_INTERVAL, Q_CAP,
     SLOTS_PER_NODE, RATE_HALF_LIFE, RATE_UPDATE_INTERVAL, RATE_MAX_KEYS, LEADER_LEASE_TTL,
-    LEADER_GRACE, AUTH_FILE, AGENT_NETWORKS, SHUTDOWN_GRACE, LIFECYCLE_OPTIONS,
+    LEADER_GRACE, AUTH_FILE, ALLOW_UNAUTHENTICATED, MAX_REQUEST_BYTES, MAX_IMPORT_BYTES,
+    AGENT_NETWORKS, SHUTDOWN_GRACE,
+    LIFECYCLE_OPTIONS,
     SERVER_TLS_OPTIONS, LOG_OPTIONS,
 )  # fmt: skip
 
@@ -270,7 +291,19 @@ def parse_config(
     except ValueError as exc:
         parser.error(f"--metrics-listen {METRICS_LISTEN.value(args)!r}: {exc}, '' or off")
     data_dir = REDIS_DATA_DIR.value(args)
-    return ControlPlaneConfig(
+    auth_file = AUTH_FILE.value(args)
+    if auth_file is not None:
+        try:  # checked here so a bad file is one line, not a traceback at start
+            load_auth_file(auth_file)
+        except AuthFileError as exc:
+            raise SettingsError(str(exc)) from None
+    check_exposure(
+        "control plane",
+        LISTEN.value(args),
+        authenticated=auth_file is not None or (tls is not None and tls.client_ca_file is not None),
+        allow_unauthenticated=ALLOW_UNAUTHENTICATED.value(args),
+    )
+    config = ControlPlaneConfig(
         listen=LISTEN.value(args),
         redis_url=REDIS_URL.value(args),
         redis_data_dir=None if data_dir in ("", "off") else Path(data_dir),
@@ -290,10 +323,19 @@ def parse_config(
         leader_lease_ttl_s=LEADER_LEASE_TTL.value(args),
         leader_grace_s=LEADER_GRACE.value(args),
         agent_networks=AGENT_NETWORKS.value(args),
-        auth_file=AUTH_FILE.value(args),
+        auth_file=auth_file,
+        max_request_bytes=MAX_REQUEST_BYTES.value(args),
+        max_import_bytes=MAX_IMPORT_BYTES.value(args),
         grace_s=SHUTDOWN_GRACE.value(args),
         **lifecycle_values(args),
         tls=tls,
         log_json=LOG_FORMAT.value(args) == "json",
         log_level=LOG_LEVEL.value(args),
     )
+    exposed = bound_beyond_loopback(config.embedded_redis_bind)
+    if not config.redis_url and exposed and config.embedded_data_dir() is None:
+        raise SettingsError(
+            "--embedded-redis-bind beyond loopback needs a data directory (its generated "
+            "password is kept there): set --redis-data-dir DIR or a fixed --embedded-redis-port"
+        )
+    return config

@@ -23,13 +23,12 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 
-import grpc
 import structlog
 
 from cacheroute.v1 import admin_pb2, admin_pb2_grpc, agent_pb2
 from cacheroute_state import Stores, open_stores
 from cacheroute_state.embedded import EmbeddedRedis, EmbeddedRedisError
-from cacheroute_state.interfaces import StoreUnavailableError
+from cacheroute_state.interfaces import CorruptRecordError, StoreUnavailableError
 from cacheroute_state.urls import redacted
 from controlplane.cluster.key_rate_tracker import RateTracker
 from controlplane.cluster.leader import LeaderElector
@@ -48,14 +47,15 @@ from controlplane.lifecycle.verdict_gate import ShadowVerdictGate
 from controlplane.metrics import ControlPlaneMetrics
 from controlplane.services.agent_service import AgentServicer
 from controlplane.services.agent_service import add_to_server as add_agent_service
-from controlplane.services.auth import AuthInterceptor, caller_name, load_auth_file
-from controlplane.services.decode_guard import DecodeGuard
+from controlplane.services.auth import Authenticator, caller_name, load_auth_file
+from controlplane.services.limits import limit_of
 from controlplane.services.node_service import NodeServicer
 from controlplane.services.plan_service import PlanServicer
 from servekit.addresses import parse_host_port
 from servekit.clock import Clock, wall_ms
 from servekit.grpc_server import GrpcServer
 from servekit.metrics_endpoint import MetricsEndpoint
+from servekit.rpc_guard import RpcGuard
 
 log = structlog.get_logger("controlplane")
 EMBEDDED_CHECK_S = 0.5
@@ -162,18 +162,21 @@ class ControlPlane:
         self.leader = LeaderElector(
             stores.leases, self.instance_id, ttl_s=cfg.leader_lease_ttl_s, metrics=self.metrics
         )
-        interceptors: list[grpc.aio.ServerInterceptor] = []
+        guard = RpcGuard(limit_of(cfg.max_request_bytes, cfg.max_import_bytes))
         if cfg.auth_file is not None:
             table = load_auth_file(cfg.auth_file)
-            interceptors.append(AuthInterceptor(table, self._auth_refused))
+            guard.check_of = Authenticator(table, self._auth_refused).check_of
             log.info(
                 "authentication on",
                 auth_file=str(cfg.auth_file), tokens=len(table.by_hash),
                 subjects=len(table.by_subject),
             )  # fmt: skip
-        interceptors.append(DecodeGuard())  # after auth: credentials are checked first
         self.grpc = GrpcServer(
-            cfg.listen, service_names=SERVICE_NAMES, tls=cfg.tls, interceptors=interceptors
+            cfg.listen,
+            service_names=SERVICE_NAMES,
+            tls=cfg.tls,
+            max_message_bytes=max(cfg.max_request_bytes, cfg.max_import_bytes),
+            guard=guard,
         )
         self._agents = AgentServicer(
             stores,
@@ -185,7 +188,7 @@ class ControlPlane:
             identity_of=lambda _context: caller_name(),
             clock=self.clock,
         )
-        add_agent_service(self._agents, self.grpc.server)
+        add_agent_service(self._agents, self.grpc.registry)
         self.guard = LiveGuard(stores, self.ttft, self.guard_settings, self.metrics)
         admin_pb2_grpc.add_PlanServiceServicer_to_server(
             PlanServicer(
@@ -199,10 +202,10 @@ class ControlPlane:
                 budget=self.budget,
                 ttft_of=self.guard.pool_p99,
             ),
-            self.grpc.server,
+            self.grpc.registry,
         )
         admin_pb2_grpc.add_NodeServiceServicer_to_server(
-            NodeServicer(stores, self.metrics, self.liveness, self.clock), self.grpc.server
+            NodeServicer(stores, self.metrics, self.liveness, self.clock), self.grpc.registry
         )
         if cfg.metrics_listen:
             host, port = parse_host_port(cfg.metrics_listen)
@@ -249,7 +252,7 @@ class ControlPlane:
                 log.error("embedded redis did not restart; retrying", error=str(exc))
                 await asyncio.sleep(1.0)
                 continue
-            log.info("embedded redis restarted", pid=embedded.pid, redis_url=embedded.url)
+            log.info("embedded redis restarted", pid=embedded.pid, redis_url=redacted(embedded.url))
 
     def _auth_refused(self, method: str, code: str) -> None:
         self.metrics.auth_refusals.labels(method.rsplit("/", 1)[-1], code).inc()
@@ -303,7 +306,7 @@ class ControlPlane:
             if self.leader.is_leader:
                 try:
                     await work(self.leader.term)
-                except StoreUnavailableError as exc:
+                except (StoreUnavailableError, CorruptRecordError) as exc:  # no traceback a tick
                     self.metrics.loop_errors.labels(name).inc()
                     log.warning("leader loop failed", loop=name, error=str(exc))
                 except Exception:

@@ -19,9 +19,12 @@ import structlog
 from dataplane.core.names import InvalidNameError, validate_pool
 from dataplane.core.outliers import OutlierConfig
 from dataplane.core.policies import POLICIES
+from dataplane.health_feedback import DEFAULT_SHARE, parse_networks
 from dataplane.http_front.app import FrontConfig
+from dataplane.http_front.connections import ConnectionLimits
 from dataplane.server import RouterConfig, RouterServer, default_router_id
 from servekit.auth_file import AuthFileError, load_auth_file
+from servekit.exposure import ALLOW_UNAUTHENTICATED, check_exposure
 from servekit.flags import (
     LOG_FORMAT,
     LOG_LEVEL,
@@ -156,6 +159,19 @@ AUTH_FILE: Option[Path | None] = Option(
     "named by their bearer token or certificate; unknown callers are served but not counted for "
     "planning",
 )
+HEALTH_FEEDBACK_SHARE = Option(
+    "health_feedback_share",
+    DEFAULT_SHARE,
+    fraction,
+    "at most this share of a pool's engines may be ejected through one caller's Release "
+    "outcomes at once (at least one); with --auth-file only its clients' outcomes count",
+)
+HEALTH_FEEDBACK_FROM = Option(
+    "health_feedback_from", "", str,
+    "comma-separated CIDRs whose callers' Release outcomes count for passive health (besides "
+    "--auth-file clients); set without an auth file, only these callers count",
+    shown_default="''",
+)  # fmt: skip
 PLANNING_RATE_LIMIT = Option(
     "planning_rate_limit",
     D.planning_rate_limit,
@@ -206,9 +222,35 @@ HTTP_FIRST_BYTE_TIMEOUT = Option(
     float,
     "seconds an engine may take to start answering before the front retries elsewhere",
 )
+HTTP_FIRST_BYTE_FLOOR = Option(
+    "http_first_byte_floor", FRONT.first_byte_floor_s, positive_float,
+    "shortest first-byte timeout: an engine's own is 4 x its slowest of the last 32 answers, "
+    "within [this, --http-first-byte-timeout]",
+)  # fmt: skip
 HTTP_CONNECT_TIMEOUT = Option(
     "http_connect_timeout", FRONT.connect_timeout_s, float, "seconds to connect to an engine"
 )
+LIMITS = ConnectionLimits()
+HTTP_MAX_CONNECTIONS = Option(
+    "http_max_connections", LIMITS.total, positive_int,
+    "most open HTTP connections (also capped to fit the open-file limit: (soft limit - 256) / 2)",
+)  # fmt: skip
+HTTP_MAX_CLIENT_CONNECTIONS = Option(
+    "http_max_client_connections", LIMITS.per_client, positive_int,
+    "most open HTTP connections from one client address (more are closed at accept)",
+)  # fmt: skip
+HTTP_HEADER_TIMEOUT = Option(
+    "http_header_timeout", LIMITS.header_timeout_s, positive_float,
+    "seconds a new connection has to send its first request's headers",
+)  # fmt: skip
+HTTP_IDLE_TIMEOUT = Option(
+    "http_idle_timeout", LIMITS.idle_timeout_s, positive_float,
+    "seconds a keep-alive connection may idle (or take over its next request's headers)",
+)  # fmt: skip
+HTTP_BODY_TIMEOUT = Option(
+    "http_body_timeout", LIMITS.body_timeout_s, positive_float,
+    "seconds a request body has to arrive (then 408)",
+)  # fmt: skip
 HTTP_KEY_FROM_USER = switch(
     "http_key_from_user",
     "route by the body's 'user' field when there is no key header or prompt_cache_key",
@@ -222,10 +264,14 @@ OPTIONS = OptionSet(
     LISTEN, REDIS_URL, ROUTER_ID, POLICY, SEED, TABLE_INTERVAL, ACK_INTERVAL, LOAD_INTERVAL,
     REPORT_INTERVAL, TOP_KEYS, SAMPLE_RATE, SAMPLE_INTERVAL, SAMPLE_BUFFER, CORRECTION_HORIZON,
     PANIC_THRESHOLD, LOAD_MAX_AGE, OUTLIER_CONSECUTIVE_FAILURES, OUTLIER_BASE_EJECTION,
-    OUTLIER_MAX_EJECTION, OUTLIER_MAX_EJECTED_SHARE, AUTH_FILE, PLANNING_RATE_LIMIT,
-    MAX_MESSAGE_BYTES, STARTUP_TIMEOUT, GRACE, DECODE_NICE,
+    OUTLIER_MAX_EJECTION, OUTLIER_MAX_EJECTED_SHARE, AUTH_FILE, ALLOW_UNAUTHENTICATED,
+    HEALTH_FEEDBACK_SHARE, HEALTH_FEEDBACK_FROM, PLANNING_RATE_LIMIT, MAX_MESSAGE_BYTES,
+    STARTUP_TIMEOUT, GRACE,
+    DECODE_NICE,
     METRICS_LISTEN, HTTP_LISTEN, HTTP_MAX_BODY, HTTP_FIRST_BYTE_TIMEOUT, HTTP_CONNECT_TIMEOUT,
-    HTTP_KEY_FROM_USER, HTTP_MODEL_POOL, SERVER_TLS_OPTIONS, LOG_OPTIONS,
+    HTTP_KEY_FROM_USER, HTTP_MODEL_POOL, HTTP_FIRST_BYTE_FLOOR, HTTP_MAX_CONNECTIONS,
+    HTTP_MAX_CLIENT_CONNECTIONS,
+    HTTP_HEADER_TIMEOUT, HTTP_IDLE_TIMEOUT, HTTP_BODY_TIMEOUT, SERVER_TLS_OPTIONS, LOG_OPTIONS,
 )  # fmt: skip
 
 
@@ -268,11 +314,24 @@ def config_from(args: argparse.Namespace) -> RouterConfig:
         auth = load_auth_file(auth_file) if auth_file is not None else None
     except AuthFileError as exc:
         raise SettingsError(str(exc)) from None
+    try:
+        feedback_from = parse_networks(HEALTH_FEEDBACK_FROM.value(args))
+    except ValueError as exc:
+        raise SettingsError(str(exc)) from None
+    tls = server_tls(args)
+    check_exposure(
+        "router",
+        LISTEN.value(args),
+        authenticated=auth is not None or (tls is not None and tls.client_ca_file is not None),
+        allow_unauthenticated=ALLOW_UNAUTHENTICATED.value(args),
+    )
     return RouterConfig(
         http=front_config(args),
         outliers=outliers,
         auth=auth,
         planning_rate_limit=PLANNING_RATE_LIMIT.value(args),
+        health_feedback_share=HEALTH_FEEDBACK_SHARE.value(args),
+        health_feedback_from=feedback_from,
         listen=LISTEN.value(args),
         redis_url=REDIS_URL.value(args),
         router_id=ROUTER_ID.value(args) or default_router_id(),
@@ -294,7 +353,7 @@ def config_from(args: argparse.Namespace) -> RouterConfig:
         grace_s=GRACE.value(args),
         decode_nice=DECODE_NICE.value(args),
         metrics_listen=None if metrics_listen in ("off", "") else metrics_listen,
-        tls=server_tls(args),
+        tls=tls,
     )
 
 
@@ -322,10 +381,18 @@ def front_config(args: argparse.Namespace) -> FrontConfig | None:
         max_body_bytes=max_body,
         connect_timeout_s=connect_timeout,
         first_byte_timeout_s=first_byte_timeout,
+        first_byte_floor_s=HTTP_FIRST_BYTE_FLOOR.value(args),
         key_from_user=HTTP_KEY_FROM_USER.value(args),
         model_pools=pools,
         seed=SEED.value(args),
         shutdown_timeout_s=GRACE.value(args),
+        limits=ConnectionLimits(
+            per_client=HTTP_MAX_CLIENT_CONNECTIONS.value(args),
+            total=HTTP_MAX_CONNECTIONS.value(args),
+            header_timeout_s=HTTP_HEADER_TIMEOUT.value(args),
+            idle_timeout_s=HTTP_IDLE_TIMEOUT.value(args),
+            body_timeout_s=HTTP_BODY_TIMEOUT.value(args),
+        ),
     )
 
 

@@ -1,12 +1,16 @@
 """Applies the control plane's load snapshots: pushed by hints, re-read on resync and a timer.
 
-A "load" hint carries the serialized ``LoadSnapshot`` itself, so the common case costs no round
-trip. Hints can be missed (Redis away, a reconnect), so every ``interval_s`` and on every resync
-the watcher also reads ``store.cluster.get_load(pool)`` for each pool. Either way the router keeps
-only snapshots newer than the one applied (ordered by ``(leader_term, seq)``, never wall time),
-so a late or repeated snapshot never undoes newer information. Each tick also ages the view: a
-pool whose snapshot is older than the router's ``load_max_age_s`` (the control plane is away)
-compares only the router's own in-flight counts (logged once per pool and episode).
+A "load" hint carries the serialized ``LoadSnapshot``, but anyone who can publish on the channel
+could forge one (a forged future snapshot steered every decision to one engine for ~3 s), so a hint
+is only a wake-up: the watcher reads the stored record (one GET) and applies *that*; a hint that
+differs from it is counted as rejected and logged once per pool. Hints can be missed (Redis away, a
+reconnect), so every ``interval_s`` and on every resync the watcher also reads
+``store.cluster.get_load(pool)`` for each pool. Either way the router keeps only snapshots newer
+than the one applied (ordered by ``(leader_term, seq)``, never wall time), so a late or repeated
+snapshot never undoes newer information. Each tick also ages the view: a pool whose snapshot is
+older than the router's ``load_max_age_s`` (the control plane is away) compares only the router's
+own in-flight counts (logged once per pool and episode).
+
 """
 
 from __future__ import annotations
@@ -43,22 +47,30 @@ class LoadWatcher:
         self._metrics = metrics
         self.interval_s = interval_s
         self._wake = asyncio.Event()
+        self._forged: set[str] = set()  # pools whose forged hint was logged
         self.synced = False
 
-    def apply_payload(self, pool: str, payload: bytes) -> None:
-        """Apply the snapshot a "load" hint carried."""
+    async def apply_payload(self, pool: str, payload: bytes) -> None:
+        """Apply the stored snapshot a "load" hint announced (module docstring)."""
         try:
-            snapshot = cluster_pb2.LoadSnapshot.FromString(payload)
-        except DecodeError as exc:
-            self._metrics.load_update(pool, "rejected")
-            log.warning("load hint is not a LoadSnapshot", pool=pool, error=str(exc))
+            stored = await self._cluster.get_load(pool)
+        except (StoreUnavailableError, DecodeError):
+            return  # the timer's sync says why and retries
+        if stored is None:
             return
-        if snapshot.pool and snapshot.pool != pool:
+        try:
+            matches = cluster_pb2.LoadSnapshot.FromString(payload) == stored
+        except DecodeError:
+            matches = False
+        if not matches:
             self._metrics.load_update(pool, "rejected")
-            log.warning("load hint for another pool", channel_pool=pool, pool=snapshot.pool)
-            return
-        snapshot.pool = pool
-        self.apply(snapshot)
+            if pool not in self._forged:
+                self._forged.add(pool)
+                log.warning("load hint differs from the stored snapshot; applying the stored one",
+                            pool=pool, size=len(payload))  # fmt: skip
+        stored.pool = stored.pool or pool
+        if stored.pool == pool:
+            self.apply(stored)
 
     def apply(self, snapshot: cluster_pb2.LoadSnapshot) -> None:
         pool = snapshot.pool

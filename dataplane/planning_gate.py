@@ -21,11 +21,11 @@ from typing import Any
 import grpc
 from prometheus_client import CollectorRegistry, Counter
 
+from dataplane.callers import CallerNames
 from dataplane.core.client_buckets import ClientBuckets
-from servekit.auth_file import AuthTable, bearer_token, token_hash
+from servekit.auth_file import AuthTable
 
 _Context = grpc.aio.ServicerContext[Any, Any]
-MAX_CACHED_TOKENS = 1024
 
 
 class PlanningGate:
@@ -36,7 +36,7 @@ class PlanningGate:
     ) -> None:
         self._auth = auth
         self._buckets = ClientBuckets(rate_limit) if rate_limit > 0 else None
-        self._names: dict[str, str] = {}  # token → client name ("" unknown), bounded
+        self._names = CallerNames(auth)
         uncounted = Counter(
             "cacheroute_router_planning_uncounted",
             "Route requests served but not counted for planning: unauthenticated callers "
@@ -66,26 +66,4 @@ class PlanningGate:
 
     def client(self, context: _Context) -> str:
         """The caller's name ("" when an auth file is set and the caller is not in it)."""
-        auth = self._auth
-        if auth is None:
-            peer = context.peer() or ""
-            return peer.rpartition(":")[0] or peer  # "ipv4:127.0.0.1:5432" → "ipv4:127.0.0.1"
-        token = bearer_token(context.invocation_metadata())
-        if token is not None:
-            name = self._names.get(token)
-            if name is None:
-                client = auth.by_hash.get(token_hash(token)) if token else None
-                name = client.name if client is not None else ""
-                if len(self._names) >= MAX_CACHED_TOKENS:
-                    self._names.clear()
-                self._names[token] = name
-            return name
-        if auth.by_subject:
-            found = context.auth_context() or {}
-            for key in ("x509_common_name", "x509_subject_alternative_name"):
-                for value in found.get(key, ()):
-                    subject = value.decode() if isinstance(value, bytes) else str(value)
-                    client = auth.by_subject.get(subject)
-                    if client is not None:
-                        return client.name
-        return ""
+        return self._names.name(context)

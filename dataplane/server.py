@@ -41,8 +41,10 @@ from cacheroute.v1 import routing_pb2
 from cacheroute_state import Stores, open_stores
 from cacheroute_state.interfaces import HintKind, StoreUnavailableError
 from cacheroute_state.urls import redacted
+from dataplane.callers import CallerNames
 from dataplane.core.outliers import OutlierConfig
 from dataplane.core.router import Router
+from dataplane.health_feedback import DEFAULT_SHARE, HealthFeedback, Network, allow_listed
 from dataplane.holds import Holds, InFlightCollector
 from dataplane.http_front.app import FrontConfig, HttpFront
 from dataplane.load_watcher import LoadWatcher
@@ -105,6 +107,8 @@ class RouterConfig:
     outliers: OutlierConfig = field(default_factory=OutlierConfig)  # passive health
     auth: AuthTable | None = None  # names Route callers; unknown ones are not counted
     planning_rate_limit: float = 0.0  # counted Route requests per second per caller; 0: off
+    health_feedback_share: float = DEFAULT_SHARE  # of a pool one Release caller may eject
+    health_feedback_from: tuple[Network, ...] = ()  # peers whose Release outcomes count
     # Largest request accepted: a 1,000-request batch of full 4 KiB prompts is ~4 MB.
     max_message_bytes: int = 4 * 1024 * 1024
     startup_timeout_s: float = 3.0
@@ -158,10 +162,21 @@ class RouterServer:
         planning = None
         if PlanningGate.enabled(config.auth, config.planning_rate_limit):
             planning = PlanningGate(config.auth, config.planning_rate_limit, self.metrics.registry)
-        servicer = RouterServicer(
-            self.router, self.metrics, config.policy, self.holds, self.health, planning
+        feedback = HealthFeedback(
+            self.router,
+            self.health,
+            allow_listed(
+                CallerNames(config.auth).name,
+                config.health_feedback_from,
+                authenticated=config.auth is not None,
+            ),
+            self.metrics.registry,
+            config.health_feedback_share,
         )
-        add_to_server(servicer, self.grpc.server)
+        servicer = RouterServicer(
+            self.router, self.metrics, config.policy, self.holds, self.health, planning, feedback
+        )
+        add_to_server(servicer, self.grpc.registry)
         self.address = self.grpc.address
         self.tables = TableWatcher(
             self.router,
@@ -315,7 +330,7 @@ class RouterServer:
                     elif hint.kind is HintKind.TABLE:
                         self.tables.request(hint.pool)
                     elif hint.kind is HintKind.LOAD:
-                        self.loads.apply_payload(hint.pool, hint.payload)
+                        await self.loads.apply_payload(hint.pool, hint.payload)
                     elif hint.kind is HintKind.POOLS:
                         self.tables.request(None)
             except StoreUnavailableError as exc:

@@ -17,7 +17,9 @@ gRPC answer UNKNOWN and log a traceback per call.
 the id (:mod:`dataplane.holds`); without an id it is INVALID_ARGUMENT, checked before routing.
 With ``--auth-file`` or ``--planning-rate-limit`` (:mod:`dataplane.planning_gate`) some calls
 are routed but not counted for planning. A ``Release`` that carries an ``outcome`` reports it to
-passive health (:mod:`dataplane.passive_health`), but only when it ends an open hold.
+passive health (:mod:`dataplane.passive_health`), but only when it ends an open hold, and only
+under :mod:`dataplane.health_feedback`'s rule (authenticated callers with an auth file; at most
+a bounded share of a pool ejected through one caller's reports).
 """
 
 from __future__ import annotations
@@ -28,11 +30,14 @@ from typing import Any, NoReturn
 import grpc
 import structlog
 from google.protobuf.message import DecodeError
+from prometheus_client import CollectorRegistry
 
 from cacheroute.v1 import routing_pb2
+from dataplane.callers import CallerNames
 from dataplane.core.decision_encoding import DecisionEncoder, batch_response
 from dataplane.core.route_input import InvalidRequestError, parse_batch, parse_request
 from dataplane.core.router import NoDestinationError, RouteError, Router, UnknownPoolError
+from dataplane.health_feedback import HealthFeedback
 from dataplane.holds import Holds
 from dataplane.passive_health import PassiveHealth
 from dataplane.planning_gate import PlanningGate
@@ -74,9 +79,12 @@ class RouterServicer:
         holds: Holds | None = None,
         health: PassiveHealth | None = None,
         planning: PlanningGate | None = None,
+        feedback: HealthFeedback | None = None,
     ) -> None:
         self._router = router
-        self._health = health
+        if feedback is None and health is not None:  # peers named by address, default share
+            feedback = HealthFeedback(router, health, CallerNames(None).name, CollectorRegistry())
+        self._feedback = feedback  # None: Release outcomes are not applied
         self._planning = planning  # None: every request counts for planning
         self._metrics = metrics
         self._encoder = DecisionEncoder(policy)
@@ -148,12 +156,13 @@ class RouterServicer:
             await self._abort(context, InvalidRequestError("request_id is empty"))
         hold = self._holds.release_named(request.request_id)
         outcome = request.outcome
-        if hold is not None and outcome and self._health is not None:  # only for its own hold
-            if outcome == routing_pb2.RELEASE_OUTCOME_SUCCESS:
-                self._health.succeeded(hold.pool, hold.node_id)
-            else:
-                cause = _RELEASE_CAUSES.get(outcome, "unknown")
-                self._health.failed(hold.pool, hold.node_id, cause)
+        if hold is not None and outcome and self._feedback is not None:  # only its own hold
+            cause = (
+                None
+                if outcome == routing_pb2.RELEASE_OUTCOME_SUCCESS
+                else _RELEASE_CAUSES.get(outcome, "unknown")
+            )
+            self._feedback.report(context, hold.pool, hold.node_id, cause)
         return routing_pb2.ReleaseResponse(released=hold is not None)
 
     async def _abort(self, context: _Context, exc: Exception) -> NoReturn:

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import yaml
 
+from servekit.file_modes import writable_by_others
+
 SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
 QUOTE_LIMIT = 40
 
@@ -91,12 +93,22 @@ def parse_auth(entries: object) -> AuthTable:
 
 
 def load_auth_file(path: Path) -> AuthTable:
+    """The table of ``path``; AuthFileError (one line) when unreadable, writable by group or
+    others (anyone could add a write-role hash; readable is fine, it holds no secret) or bad."""
     try:
+        loose = writable_by_others(path)
+        if loose is not None:
+            raise AuthFileError(
+                f"--auth-file {path}: {loose} lets other users add clients; chmod go-w {path}"
+            )
         data = yaml.safe_load(path.read_text())
     except OSError as exc:
         raise AuthFileError(f"--auth-file {path}: {exc.strerror}") from None
     except yaml.YAMLError as exc:
-        raise AuthFileError(f"--auth-file {path}: not YAML ({exc})") from None
+        where = getattr(exc, "problem_mark", None)
+        at = f" at line {where.line + 1}" if where is not None else ""
+        problem = getattr(exc, "problem", None) or type(exc).__name__
+        raise AuthFileError(f"--auth-file {path}: not YAML{at} ({problem})") from None
     try:
         return parse_auth(data)
     except AuthFileError as exc:

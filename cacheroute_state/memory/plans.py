@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from google.protobuf.message import DecodeError
+
 from cacheroute.v1 import cluster_pb2, table_pb2
 from cacheroute_state import schema
+from cacheroute_state.active_pointer import conflict_message, damaged
 from cacheroute_state.interfaces import (
     ConflictError,
+    CorruptRecordError,
     Hint,
     HintKind,
     PlanMismatchError,
@@ -13,6 +17,13 @@ from cacheroute_state.interfaces import (
     PlanStore,
 )
 from cacheroute_state.memory.state import MemoryState, first
+
+
+def _int(raw: bytes | None) -> int:
+    try:
+        return int(raw or 0)
+    except ValueError:
+        return 0
 
 
 class MemoryPlanStore(PlanStore):
@@ -71,8 +82,15 @@ class MemoryPlanStore(PlanStore):
 
     async def get_active(self, pool: str) -> cluster_pb2.ActivePointer | None:
         self._s.check()
-        data = self._s.hashes.get(schema.pool_key(pool, "active"), {}).get("pb")
-        return None if data is None else cluster_pb2.ActivePointer.FromString(data)
+        key = schema.pool_key(pool, "active")
+        record = self._s.hashes.get(key, {})
+        data = record.get("pb")
+        if data is None:
+            return None
+        try:
+            return cluster_pb2.ActivePointer.FromString(data)
+        except DecodeError as exc:
+            raise CorruptRecordError(key, _int(record.get("generation")), str(exc)[:60]) from None
 
     async def move_active(
         self,
@@ -86,15 +104,17 @@ class MemoryPlanStore(PlanStore):
     ) -> cluster_pb2.ActivePointer:
         s = self._s
         s.check()
-        current = await self.get_active(pool)
-        observed = current.generation if current is not None else 0
+        key = schema.pool_key(pool, "active")
+        record = s.hashes.get(key, {})
+        observed = _int(record.get("generation"))  # as the Redis script: the fields, not the pb
+        previous = record.get("version", b"").decode()
         if observed != expected_generation:
-            raise ConflictError(
-                f"pool {pool}: the active pointer is at generation {observed}, not "
-                f"{expected_generation} (moved by {current.actor if current else '?'}); re-read "
-                "and retry",
-                current,
-            )
+            try:
+                current = await self.get_active(pool)
+            except CorruptRecordError as exc:
+                current = damaged(pool, exc)
+            message = conflict_message(pool, expected_generation, current)
+            raise ConflictError(message, current)
         if version and version not in s.sorted.get(schema.pool_key(pool, "plans"), {}):
             raise PlanNotFoundError(f"plan {version} not found in pool {pool}")
         now, generation = s.now_ms(), expected_generation + 1
@@ -102,8 +122,11 @@ class MemoryPlanStore(PlanStore):
             pool=pool, version=version, generation=generation, updated_at_unix_ms=now,
             actor=actor, action=action,
         )  # fmt: skip
-        previous = current.version if current is not None else ""
-        s.hashes[schema.pool_key(pool, "active")] = {"pb": pointer.SerializeToString()}
+        s.hashes[key] = {
+            "generation": str(generation).encode(),
+            "version": version.encode(),
+            "pb": pointer.SerializeToString(),
+        }
         if previous and previous != version:
             kept = s.lists[schema.pool_key(pool, "previous")]
             kept.insert(0, previous)

@@ -16,7 +16,13 @@ from cacheroute.v1 import agent_pb2, cluster_pb2
 from cacheroute_state import Stores
 from cacheroute_state.interfaces import ReportRecord
 from controlplane.cluster.nodes import Liveness, is_down, validate_address, validate_weight
-from controlplane.core.report_checks import NO_RULES, ReportRules, check_identity, check_report
+from controlplane.core.report_checks import (
+    NO_RULES,
+    ReportRules,
+    check_identity,
+    check_report,
+    trimmed,
+)
 from controlplane.errors import InvalidArgumentError, NodeIdTakenError, StreamSupersededError
 from dataplane.core.names import validate_node_id, validate_pool
 
@@ -67,7 +73,7 @@ class AgentSession:
     ) -> agent_pb2.AgentDirective | None:
         """Store a later report; returns a directive when the drain state changed."""
         self._check_identity(report)
-        check_report(report, self._rules)
+        check_report(trimmed(report), self._rules)
         report.node_id, report.pool = self.node_id, self.pool
         if report.address and report.address != self.last_report.address:
             validate_address(report.address)
@@ -94,9 +100,14 @@ class AgentSession:
         if self.left:
             return
         self.left = True
-        report = agent_pb2.NodeReport()
-        report.CopyFrom(self.last_report)
-        report.leaving = True
+        last = self.last_report  # who left and its last loads: no error text, no histogram
+        report = agent_pb2.NodeReport(
+            node_id=last.node_id, pool=last.pool, address=last.address, model=last.model,
+            engine_kind=last.engine_kind, dialect=last.dialect, seq=last.seq,
+            sent_at_unix_ms=last.sent_at_unix_ms, scraped_at_unix_ms=last.scraped_at_unix_ms,
+            running=last.running, waiting=last.waiting, kv_usage=last.kv_usage,
+            weight=last.weight, leaving=True,
+        )  # fmt: skip
         record = ReportRecord(report=report, received_at_unix_ms=now_ms, stream_id=self.stream_id)
         await self._stores.cluster.put_report(self.pool, record, claim=False)
 
@@ -123,7 +134,7 @@ async def join(
     node_id = validate_node_id(report.node_id)
     validate_address(report.address)
     validate_weight(report.weight)
-    check_report(report, rules)
+    check_report(trimmed(report), rules)
     report.pool = pool
     existing = await stores.cluster.get_node(pool, node_id)
     if existing is not None and not existing.static:

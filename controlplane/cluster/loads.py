@@ -10,11 +10,12 @@ agent's own clock differences are used); with no such node it is the publish tim
 the decisions they made after it as their in-flight correction.
 
 Leadership changes: each new term of this instance reads the stored snapshot once per pool and
-publishes under ``leader_term`` = the stored one + 1 (routers order snapshots by
-``(leader_term, seq)``, never by wall time). For ``grace_ms`` after it became leader, a node that
-the previous snapshot showed healthy is not marked down for *missing* reports: its agent may
-still be reconnecting to this instance (a leave, a stale report or a node already down stays as
-it is).
+publishes under ``leader_term`` = the stored one + 1 (routers order snapshots by ``(leader_term,
+seq)``, never by wall time). A stored term or seq at or above :data:`MAX_ORDER` (2^62; the wire's
+uint64 would overflow at 2^64 - 1) is corrupt: the new leader starts a fresh epoch at term 1,
+logged once. For ``grace_ms`` after it became leader, a node that the previous snapshot showed
+healthy is not marked down for *missing* reports: its agent may still be reconnecting to this
+instance (a leave, a stale report or a node already down stays as it is).
 
 With ``ttft`` the publisher also feeds each report's TTFT histogram into the leader's windows
 (:mod:`controlplane.core.ttft_window`): it reads every report anyway, four times a second.
@@ -24,6 +25,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import structlog
+
 from cacheroute.v1 import admin_pb2, cluster_pb2
 from cacheroute_state import Stores
 from cacheroute_state.interfaces import ReportRecord
@@ -31,6 +34,11 @@ from controlplane.cluster.nodes import Liveness, node_status
 from controlplane.core.node_states import state_of
 from controlplane.core.ttft_window import Buckets, TtftWindows
 from controlplane.metrics import NODE_STATES, ControlPlaneMetrics
+
+log = structlog.get_logger("controlplane.cluster.loads")
+# Terms and sequence numbers are uint64 on the wire; no real run comes near 2^62 (a new term per
+# leadership change, 4 snapshots a second), so a stored value above it is corrupt or forged.
+MAX_ORDER = 2**62
 
 
 def observed_at(
@@ -92,6 +100,14 @@ class LoadPublisher:
 
     async def _start_term(self, pool: str) -> None:
         previous = await self._stores.cluster.get_load(pool)
+        if previous is not None and max(previous.leader_term, previous.seq) >= MAX_ORDER:
+            # +1 would overflow on every tick ("Value out of range"): start a fresh epoch; the
+            # routers follow the store once the forged snapshot they hold is old.
+            log.warning(
+                "stored load snapshot has an impossible term or seq; starting a fresh epoch",
+                pool=pool, leader_term=previous.leader_term, seq=previous.seq,
+            )  # fmt: skip
+            previous.leader_term, previous.seq = 0, 0
         self._seq[pool] = previous.seq if previous is not None else 0
         self._leader_term[pool] = (previous.leader_term if previous is not None else 0) + 1
         self._grace_nodes[pool] = frozenset(

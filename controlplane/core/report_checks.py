@@ -4,7 +4,9 @@ A hostile or broken agent must not steer traffic: a load of -1e9 drew 29% of dec
 accepted, a report interval of 2^32-1 ms kept a silent node "healthy" for 149 days, and any
 client could register an engine at any address. Checks (pure, no I/O):
 
-* loads (running, waiting, throughput) finite and >= 0; ``kv_usage`` and ``prefix_hit_rate`` in
+* loads (running, waiting, throughput) finite, >= 0 and at most :data:`MAX_LOAD` (so their sums
+  stay finite: running = waiting = 1e308 passed each check, summed to infinity and made every
+  router reject the pool's snapshots); ``kv_usage`` and ``prefix_hit_rate`` in
   [0, 1]; ``weight`` finite, >= 0 and at most :data:`MAX_WEIGHT`;
 * ``report_interval_ms`` 0 (the control plane's) or within [:data:`MIN_INTERVAL_MS`,
   :data:`MAX_INTERVAL_MS`] (the agents' own clamp);
@@ -14,6 +16,10 @@ client could register an engine at any address. Checks (pure, no I/O):
 * a TTFT histogram, when present: at most :data:`MAX_BUCKETS` finite, strictly ascending bounds,
   one count per bound, counts finite, >= 0 and non-decreasing, the total at least the last
   count, the sum finite and >= 0 (the live guard's quantiles assume all of it).
+
+* every string at most :data:`MAX_REPORT_TEXT` characters and every list bounded
+  (:mod:`controlplane.core.message_bounds`); ``error`` is not refused but cut to
+  :data:`MAX_ERROR_TEXT` by :func:`trimmed` before it is stored.
 
 A failure is :class:`InvalidReportError` (INVALID_ARGUMENT) with a short ``reason`` label for
 ``cacheroute_controlplane_agent_reports_rejected_total{reason}``.
@@ -28,13 +34,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from cacheroute.v1 import agent_pb2
+from controlplane.core.message_bounds import BoundsError, check_bounds
 from dataplane.core.names import clip
 
 MIN_INTERVAL_MS = 50
 MAX_INTERVAL_MS = 60_000
 MAX_WEIGHT = 1e6
 MAX_BUCKETS = 64
-REASONS = ("load", "interval", "address", "identity", "weight", "ttft")
+MAX_LOAD = 1e9  # requests or tokens/s per engine; far above any real one, far below overflow
+MAX_REPORT_TEXT = 1024
+MAX_ERROR_TEXT = 512
+REASONS = ("load", "interval", "address", "identity", "weight", "ttft", "size")
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -69,8 +79,15 @@ NO_RULES = ReportRules()
 
 
 def _finite_at_least_zero(name: str, value: float) -> None:
-    if not (math.isfinite(value) and value >= 0):
-        raise InvalidReportError("load", f"{name} must be a finite number >= 0, got {value!r}")
+    if not (math.isfinite(value) and 0 <= value <= MAX_LOAD):
+        raise InvalidReportError("load", f"{name} must be in [0, {MAX_LOAD:g}], got {value!r}")
+
+
+def trimmed(report: agent_pb2.NodeReport) -> agent_pb2.NodeReport:
+    """``report`` with its free-text ``error`` cut to :data:`MAX_ERROR_TEXT` (in place)."""
+    if len(report.error) > MAX_ERROR_TEXT:
+        report.error = report.error[:MAX_ERROR_TEXT] + "…"
+    return report
 
 
 def _fraction(name: str, value: float) -> None:
@@ -98,6 +115,15 @@ def check_address(address: str, rules: ReportRules) -> None:
 
 def check_report(report: agent_pb2.NodeReport, rules: ReportRules) -> None:
     """Raise :class:`InvalidReportError` unless every field is within bounds (module doc)."""
+    try:
+        check_bounds(
+            report,
+            max_text=MAX_REPORT_TEXT,
+            max_items=MAX_BUCKETS,
+            exempt=frozenset({"error", "ttft"}),  # error is trimmed; ttft has its own rule
+        )
+    except BoundsError as exc:
+        raise InvalidReportError("size", str(exc)) from None
     for name in ("running", "waiting", "prompt_tokens_per_s", "generation_tokens_per_s"):
         _finite_at_least_zero(name, getattr(report, name))
     _fraction("kv_usage", report.kv_usage)

@@ -16,12 +16,12 @@ under a new generation; a rollback from there re-activates the last plan.
 from __future__ import annotations
 
 import asyncio
-import datetime
 from collections.abc import Sequence
 
 from cacheroute.v1 import admin_pb2, cluster_pb2, table_pb2
 from cacheroute_state import Stores
-from cacheroute_state.interfaces import ConflictError, PlanNotFoundError
+from cacheroute_state.active_pointer import active_or_damage, generation_to_expect, is_damaged
+from cacheroute_state.interfaces import PlanNotFoundError
 from controlplane.cluster.nodes import Liveness
 from controlplane.errors import InvalidArgumentError, PreconditionError
 from controlplane.lifecycle.rollout_gates import (
@@ -62,7 +62,7 @@ def metadata_for(
 
 
 async def summary(stores: Stores, meta: table_pb2.PlanMetadata) -> admin_pb2.PlanSummary:
-    active = await stores.plans.get_active(meta.pool)
+    active = await active_or_damage(stores.plans, meta.pool)
     return admin_pb2.PlanSummary(
         metadata=meta, active=active is not None and active.version == meta.version
     )
@@ -115,7 +115,7 @@ async def import_plan(
 async def list_plans(stores: Stores, pool: str, limit: int) -> admin_pb2.ListPlansResponse:
     pool = validate_pool(pool)
     metas = await stores.plans.list_plans(pool, limit or DEFAULT_LIST_LIMIT)
-    active = await stores.plans.get_active(pool)
+    active = await active_or_damage(stores.plans, pool)
     active_version = active.version if active is not None else None
     response = admin_pb2.ListPlansResponse(
         plans=[admin_pb2.PlanSummary(metadata=m, active=m.version == active_version) for m in metas]
@@ -171,27 +171,6 @@ async def get_plan(
     return response
 
 
-def _when(ms: int) -> str:
-    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC).strftime(
-        "%Y-%m-%dT%H:%M:%SZ"
-    )
-
-
-def conflict_message(pool: str, expected: int, current: cluster_pb2.ActivePointer | None) -> str:
-    if current is None:
-        where = "has no active pointer"
-    else:
-        where = (
-            f"is at generation {current.generation} (version {current.version}, "
-            f"{current.action or 'moved'} by {current.actor or '?'} at "
-            f"{_when(current.updated_at_unix_ms)})"
-        )
-    return (
-        f"pool {pool}: the active pointer {where}, not the expected generation {expected}; "
-        "nothing was changed (re-check with `cachectl status` and retry)"
-    )
-
-
 async def _move(
     stores: Stores,
     pool: str,
@@ -203,21 +182,16 @@ async def _move(
     reason: str,
 ) -> cluster_pb2.ActivePointer:
     await read_plan(stores, pool, version)  # NOT_FOUND before any generation check
-    if expected_generation is None:
-        current = await stores.plans.get_active(pool)
-        expected_generation = current.generation if current is not None else 0
-    try:
-        return await stores.plans.move_active(
-            pool,
-            version,
-            expected_generation=expected_generation,
-            actor=actor,
-            action=action,
-            detail=reason,
-        )
-    except ConflictError as exc:
-        message = conflict_message(pool, expected_generation, exc.current)
-        raise ConflictError(message, exc.current) from exc
+    if expected_generation is None:  # a damaged pointer's too: the move overwrites it
+        expected_generation = await generation_to_expect(stores.plans, pool)
+    return await stores.plans.move_active(
+        pool,
+        version,
+        expected_generation=expected_generation,
+        actor=actor,
+        action=action,
+        detail=reason,
+    )
 
 
 async def rollout(
@@ -256,21 +230,17 @@ async def disable(
 ) -> cluster_pb2.ActivePointer:
     """Point the pool at no table under a new generation: routers fall back to Flat-LB."""
     pool = validate_pool(pool)
-    current = await stores.plans.get_active(pool)
-    if current is None or not current.version:
+    current = await active_or_damage(stores.plans, pool)
+    if current is None or not (current.version or is_damaged(current)):
         raise PreconditionError(
             f"pool {pool} has no active plan; its routers already route by Flat-LB (no_table)"
         )
     if expected_generation is None:
         expected_generation = current.generation
-    try:
-        return await stores.plans.move_active(
-            pool, "", expected_generation=expected_generation, actor=actor, action="disable",
-            detail=reason,
-        )  # fmt: skip
-    except ConflictError as exc:
-        message = conflict_message(pool, expected_generation, exc.current)
-        raise ConflictError(message, exc.current) from exc
+    return await stores.plans.move_active(
+        pool, "", expected_generation=expected_generation, actor=actor, action="disable",
+        detail=reason,
+    )  # fmt: skip
 
 
 async def rollback(
@@ -287,7 +257,7 @@ async def rollback(
     pool = validate_pool(pool)
     if to_version:
         validate_version(to_version)
-    current = await stores.plans.get_active(pool)
+    current = await active_or_damage(stores.plans, pool)
     if current is None:
         raise PreconditionError(f"pool {pool} has no active plan to roll back from")
     if not to_version:

@@ -32,6 +32,12 @@ MAX_SAMPLES = 100_000  # the trace stream keeps about this many
 OUTPUT_TOKENS = 129
 DEFAULT_TRACE_QPS = 100.0
 DEFAULT_TRACE_DURATION_S = 600.0
+# A request's own knobs are bounded (5M nodes took 2.3 GiB and a MemoryError): a pool this large
+# is far past any deployment, a replay this long far past any budget.
+MAX_NODES = 4096
+MAX_TRACE_QPS = 10_000.0
+MAX_TRACE_DURATION_S = 24 * 3600.0
+MAX_RECENT_MINUTES = 24 * 60
 Outcome = table_pb2.ShadowVerdict.Outcome
 
 
@@ -44,6 +50,18 @@ class ShadowBudget:
     seeds: int = 3
     iterations: int = 4
     recent_minutes: int = DEFAULT_RECENT_MINUTES
+
+
+def check_request_bounds(request: admin_pb2.ShadowPlanRequest) -> None:
+    """ValueError (INVALID_ARGUMENT) naming a field over its bound."""
+    for name, value, bound in (
+        ("nodes", request.nodes, MAX_NODES),
+        ("trace_qps", request.trace_qps, MAX_TRACE_QPS),
+        ("trace_duration_s", request.trace_duration_s, MAX_TRACE_DURATION_S),
+        ("recent_minutes", request.recent_minutes, MAX_RECENT_MINUTES),
+    ):
+        if not 0 <= value <= bound:  # also refuses NaN
+            raise InvalidArgumentError(f"{name} must be in [0, {bound:g}], got {value!r}")
 
 
 def samples_to_requests(
@@ -133,6 +151,7 @@ async def shadow_plan(
     budget: ShadowBudget | None = None,
 ) -> table_pb2.ShadowVerdict:
     """Replay, decide, record the verdict on the plan version, audit it."""
+    check_request_bounds(request)
     pool = request.pool or "default"
     meta, data = await read_plan(stores, pool, request.version)
     try:

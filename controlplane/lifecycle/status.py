@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 from cacheroute.v1 import admin_pb2
 from cacheroute_state import Stores
+from cacheroute_state.active_pointer import active_or_damage
 from controlplane.cluster.leader import LEADER_LEASE
 from controlplane.cluster.nodes import Liveness, list_statuses
 from controlplane.core.ttft_window import WindowQuantile
@@ -53,7 +54,7 @@ async def pool_status(
     # than the pointer shown with it.
     guard = await stores.plans.get_guard(pool)
     mode = await stores.plans.get_auto_mode(pool)
-    active = await stores.plans.get_active(pool)
+    active = await active_or_damage(stores.plans, pool)  # a damaged record shown as such
     if active is not None:
         status.active.CopyFrom(active)
         nodes = await plan_nodes(stores, pool, active.version) if active.version else None

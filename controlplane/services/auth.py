@@ -1,4 +1,4 @@
-"""Who may call what: bearer tokens or mTLS subjects, three roles, one server interceptor.
+"""Who may call what: bearer tokens or mTLS subjects, three roles, one check per call.
 
 ``--auth-file FILE`` is YAML, a list of clients::
 
@@ -7,8 +7,9 @@
     - {name: agents-rack-7, role: agent, subject: agents.rack7.example}   # mTLS client cert
 
 Only hashes are stored, so the file is no secret. With it, every RPC except the gRPC health check
-needs ``authorization: Bearer TOKEN`` metadata (or, with mTLS, a client certificate whose common
-name or a subject-alternative name equals an entry's ``subject``); otherwise UNAUTHENTICATED.
+needs ``authorization: Bearer TOKEN`` metadata, checked before the request is even read
+(:mod:`servekit.rpc_guard`), or with mTLS a client certificate whose common
+name or a subject-alternative name equals an entry's ``subject``; otherwise UNAUTHENTICATED.
 Roles (:func:`required_role`): ``read`` lists and shows (ListPlans, GetPlan, DiffPlans, GetStatus,
 ListNodes, reflection); ``write`` may also build, import, shadow, roll out, roll back, add, remove
 and drain (every other admin method, including ones added later); ``agent`` may only stream
@@ -19,9 +20,8 @@ the identity an agent's nodes are bound to; a client-supplied actor is ignored t
 
 from __future__ import annotations
 
-import contextvars
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 import grpc
 import structlog
@@ -36,9 +36,9 @@ from servekit.auth_file import (
     parse_auth,
     token_hash,
 )
+from servekit.rpc_guard import CALLER, Check
 
 log = structlog.get_logger("controlplane.services.auth")
-_CALLER: contextvars.ContextVar[str] = contextvars.ContextVar("cacheroute_caller", default="")
 OPEN_SERVICES = ("/grpc.health.v1.Health/",)
 READ_METHODS = frozenset(
     {
@@ -55,8 +55,8 @@ AGENT_METHODS = frozenset({"/cacheroute.v1.AgentService/Connect"})
 # The auth file's format lives in servekit.auth_file (routers read it too); re-exported here.
 __all__ = [
     "AuthFileError",
-    "AuthInterceptor",
     "AuthTable",
+    "Authenticator",
     "Client",
     "Role",
     "allowed",
@@ -89,7 +89,7 @@ def allowed(role: Role, method: str) -> bool:
 
 def caller_name() -> str:
     """The authenticated name of the current RPC's caller ("" without authentication)."""
-    return _CALLER.get()
+    return CALLER.get()
 
 
 def _subjects(context: grpc.aio.ServicerContext[Any, Any]) -> list[str]:
@@ -100,18 +100,17 @@ def _subjects(context: grpc.aio.ServicerContext[Any, Any]) -> list[str]:
     return found
 
 
-if TYPE_CHECKING:
-    Handler = grpc.RpcMethodHandler[Any, Any]
-else:
-    Handler = grpc.RpcMethodHandler
-
-
-class AuthInterceptor(grpc.aio.ServerInterceptor):
-    """Authenticates and authorizes every RPC (module docstring)."""
+class Authenticator:
+    """Authenticates and authorizes every RPC (module docstring) as the :mod:`servekit.rpc_guard`
+    check, which runs it on the call's metadata and peer before the request is read."""
 
     def __init__(self, table: AuthTable, on_refused: Callable[[str, str], None]) -> None:
         self._table = table
         self._on_refused = on_refused  # (method, code name) → a metric
+
+    def check_of(self, method: str) -> Check | None:
+        """The check for ``method`` (None: open to anyone, the health check)."""
+        return None if required_role(method) is None else self.check
 
     def authenticate(
         self, token: str | None, context: grpc.aio.ServicerContext[Any, Any]
@@ -124,10 +123,8 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
                 return client
         return None
 
-    async def _check(
-        self, method: str, token: str | None, context: grpc.aio.ServicerContext[Any, Any]
-    ) -> str:
-        client = self.authenticate(token, context)
+    async def check(self, method: str, context: grpc.aio.ServicerContext[Any, Any]) -> str:
+        client = self.authenticate(bearer_token(context.invocation_metadata()), context)
         if client is None:
             self._refuse(method, grpc.StatusCode.UNAUTHENTICATED)
             await context.abort(
@@ -147,60 +144,3 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
     def _refuse(self, method: str, code: grpc.StatusCode, name: str = "") -> None:
         self._on_refused(method, code.name)
         log.info("rpc not authorized", method=method, code=code.name, client=name or None)
-
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[Handler | None]],
-        details: grpc.HandlerCallDetails,
-    ) -> Handler | None:
-        handler = await continuation(details)
-        method: str = details.method
-        if handler is None or required_role(method) is None:
-            return handler
-        token = bearer_token(details.invocation_metadata)
-        return _guarded(handler, lambda context: self._check(method, token, context))
-
-
-Check = Callable[[grpc.aio.ServicerContext[Any, Any]], Awaitable[str]]
-
-
-def _guarded(handler: Handler, check: Check) -> Handler:
-    """``handler`` with ``check`` run first and the caller's name set for the call."""
-    kinds = {
-        "unary_unary": grpc.unary_unary_rpc_method_handler,
-        "unary_stream": grpc.unary_stream_rpc_method_handler,
-        "stream_unary": grpc.stream_unary_rpc_method_handler,
-        "stream_stream": grpc.stream_stream_rpc_method_handler,
-    }
-    for kind, make in kinds.items():
-        inner = getattr(handler, kind)
-        if inner is None:
-            continue
-        streaming = kind.endswith("_stream")
-        behavior = _streaming(inner, check) if streaming else _unary(inner, check)
-        return make(
-            behavior,
-            request_deserializer=handler.request_deserializer,
-            response_serializer=handler.response_serializer,
-        )
-    return handler
-
-
-def _unary(inner: Callable[..., Any], check: Check) -> Callable[..., Awaitable[Any]]:
-    async def behavior(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-        token = _CALLER.set(await check(context))
-        try:
-            return await inner(request, context)
-        finally:
-            _CALLER.reset(token)
-
-    return behavior
-
-
-def _streaming(inner: Callable[..., Any], check: Check) -> Callable[..., AsyncIterator[Any]]:
-    async def behavior(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-        _CALLER.set(await check(context))
-        async for response in inner(request, context):
-            yield response
-
-    return behavior

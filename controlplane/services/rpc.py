@@ -18,14 +18,17 @@ from typing import Any, Protocol, TypeVar
 
 import grpc
 import structlog
+from google.protobuf.message import Message
 
 from cacheroute_state.interfaces import (
     ConflictError,
+    CorruptRecordError,
     PlanMismatchError,
     PlanNotFoundError,
     StoreUnavailableError,
 )
 from controlplane.cluster.nodes import InvalidAddressError
+from controlplane.core.message_bounds import BoundsError, check_bounds
 from controlplane.core.planner import PlanError
 from controlplane.core.report_checks import InvalidReportError
 from controlplane.errors import (
@@ -44,6 +47,7 @@ from dataplane.core.policies.registry import UnknownPolicyError
 from dataplane.core.protobuf_fields import WireError
 from dataplane.core.table import TableError
 
+_OWN_LIMIT = frozenset({"table"})
 T = TypeVar("T")
 Req = TypeVar("Req")
 Context = grpc.aio.ServicerContext[Any, Any]
@@ -52,6 +56,7 @@ log = structlog.get_logger("controlplane.services.rpc")
 # The request errors the caller must fix; any other ValueError is a bug (INTERNAL, logged).
 INVALID_ARGUMENT_ERRORS: tuple[type[ValueError], ...] = (
     InvalidArgumentError,
+    BoundsError,
     InvalidNameError,
     TableError,
     WireError,
@@ -65,6 +70,7 @@ _CODES: tuple[tuple[type[BaseException], grpc.StatusCode], ...] = (
     (PlanNotFoundError, grpc.StatusCode.NOT_FOUND),
     (NodeNotFoundError, grpc.StatusCode.NOT_FOUND),
     (ConflictError, grpc.StatusCode.FAILED_PRECONDITION),
+    (CorruptRecordError, grpc.StatusCode.FAILED_PRECONDITION),  # names the record
     (PreconditionError, grpc.StatusCode.FAILED_PRECONDITION),
     (PlanMismatchError, grpc.StatusCode.ALREADY_EXISTS),
     (NodeIdTakenError, grpc.StatusCode.ALREADY_EXISTS),
@@ -122,7 +128,12 @@ def rpc(
 
     @functools.wraps(method)
     async def counted(self: S, request: Req, context: Context) -> T:
-        return await _handle(self._metrics, name, context, lambda: method(self, request, context))
+        async def work() -> T:
+            if isinstance(request, Message):  # every string and list bounded (ImportPlan's
+                check_bounds(request, exempt=_OWN_LIMIT)  # table has its own size limit)
+            return await method(self, request, context)
+
+        return await _handle(self._metrics, name, context, work)
 
     return counted
 

@@ -74,6 +74,7 @@ class _NoMetrics:
 
 
 NO_METRICS = _NoMetrics()
+MAX_LOAD_ORDER = 2**62  # a load snapshot term or seq above this is corrupt or forged
 # Per decision: builds a NamedTuple without its constructor's Python frame (~0.25 µs less).
 _new = tuple.__new__
 
@@ -294,9 +295,15 @@ class Router:
         The snapshot's nodes are the pool's membership. Same ids and addresses: the loads and
         states go into the current view. Otherwise a new NodeSet and LoadView are built, the table
         is bound to them, and the view is swapped in with one assignment. A snapshot with
-        duplicate node ids or a load that is negative or not finite raises ValueError unapplied.
+        duplicate node ids, a load that is negative or not finite, or a term or seq at or above
+        :data:`MAX_LOAD_ORDER` (2^62, which no real leader reaches) raises ValueError unapplied.
         """
         now = time.time() if now is None else now
+        if max(snapshot.leader_term, snapshot.seq) >= MAX_LOAD_ORDER:
+            raise ValueError(
+                f"term {snapshot.leader_term} / seq {snapshot.seq} is beyond any real one "
+                "(corrupt or forged)"
+            )
         state = self.add_pool(snapshot.pool or DEFAULT_POOL)
         order = (snapshot.leader_term, snapshot.seq)
         if order == state.load_order or (

@@ -26,6 +26,7 @@ import itertools
 import random
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import aiohttp
 import structlog
@@ -36,7 +37,9 @@ from dataplane.core.names import DEFAULT_POOL
 from dataplane.core.router import NoDestinationError, RouteOutcome, Router, UnknownPoolError
 from dataplane.holds import Hold, Holds
 from dataplane.http_front.choose import alternate
+from dataplane.http_front.connections import ConnectionGuard, ConnectionLimits, quiet_accept_errors
 from dataplane.http_front.errors import NOT_FOUND, SERVER_ERROR, UNAVAILABLE, FrontError
+from dataplane.http_front.first_byte import FirstByteTimeouts
 from dataplane.http_front.metrics import FrontMetrics
 from dataplane.http_front.proxy import AttemptFailedError, Upstream, base_url, relay
 from dataplane.http_front.request_keys import POOL_HEADER, FrontRequest, KeyRules, front_request
@@ -55,10 +58,12 @@ class FrontConfig:
     max_body_bytes: int = 16 * 1024 * 1024
     connect_timeout_s: float = 2.0
     first_byte_timeout_s: float = 120.0
+    first_byte_floor_s: float = 10.0  # the adaptive timeout's lower bound (first_byte.py)
     key_from_user: bool = False
     model_pools: dict[str, str] = field(default_factory=dict)
     seed: int = 0
     shutdown_timeout_s: float = 5.0  # open responses get this long on stop, then are cut
+    limits: ConnectionLimits = field(default_factory=ConnectionLimits)  # connections.py
 
 
 def decision_headers(outcome: RouteOutcome) -> dict[str, str]:
@@ -91,13 +96,24 @@ class HttpFront:
             connect_timeout_s=config.connect_timeout_s,
             first_byte_timeout_s=config.first_byte_timeout_s,
         )
+        self.first_byte = FirstByteTimeouts(config.first_byte_floor_s, config.first_byte_timeout_s)
         self._rng = random.Random(config.seed)
         self._ids = itertools.count(1)
         self._runner: web.AppRunner | None = None
+        self._server: asyncio.Server | None = None
+        self.guard = ConnectionGuard(config.limits, registry)
         self.port = 0
 
     def app(self) -> web.Application:
-        app = web.Application(client_max_size=self.config.max_body_bytes)
+        @web.middleware
+        async def headers_arrived(request: web.Request, handler: Any) -> web.StreamResponse:
+            self.guard.request_started(request.transport)
+            response: web.StreamResponse = await handler(request)
+            return response
+
+        app = web.Application(
+            client_max_size=self.config.max_body_bytes, middlewares=[headers_arrived]
+        )
         app.router.add_post("/v1/chat/completions", self.chat_completions)
         app.router.add_post("/v1/completions", self.completions)
         app.router.add_get("/v1/models", self.models)
@@ -112,19 +128,30 @@ class HttpFront:
             access_log=None,
             handler_cancellation=True,  # a client that goes away cancels its engine request
             shutdown_timeout=self.config.shutdown_timeout_s,
+            keepalive_timeout=self.config.limits.idle_timeout_s,
         )
         await runner.setup()
-        site = web.TCPSite(runner, host or "0.0.0.0", int(port))
-        await site.start()
+        loop = asyncio.get_running_loop()
+        quiet_accept_errors(loop)
+        # Our own listener (not web.TCPSite): every connection passes the guard's caps first.
+        assert runner.server is not None  # set by setup()
+        self._server = await loop.create_server(
+            self.guard.factory(runner.server), host or "0.0.0.0", int(port), backlog=1024
+        )
         self._runner = runner
-        self.port = runner.addresses[0][1]
+        self.port = self._server.sockets[0].getsockname()[1]
         log.info("http front serving", address=f"{host}:{self.port}")
 
     async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()  # no new connections; open ones end with the runner's shutdown
         if self._runner is not None:
             await self._runner.shutdown()
             await self._runner.cleanup()
             self._runner = None
+        if self._server is not None:
+            await self._server.wait_closed()
+            self._server = None
         await self.upstream.close()
 
     # -- routes ---------------------------------------------------------------------------------
@@ -205,9 +232,16 @@ class HttpFront:
         if request.content_length is not None and request.content_length > limit:
             raise _too_large(request.content_length, limit)
         try:
-            return await request.read()
+            async with asyncio.timeout(self.config.limits.body_timeout_s):
+                return await request.read()
         except web.HTTPRequestEntityTooLarge:
             raise _too_large(None, limit) from None
+        except TimeoutError:
+            raise FrontError(
+                408,
+                f"the request body did not arrive within {self.config.limits.body_timeout_s:g} s",
+                code="body_timeout",
+            ) from None
 
     def _decide(self, parsed: FrontRequest, now: float) -> RouteOutcome:
         try:
@@ -233,8 +267,8 @@ class HttpFront:
         pool = parsed.route.pool
         health = self.passive
         try:
-            upstream = await self.upstream.attempt(
-                f"{base_url(outcome.address)}{path}", raw, request.headers
+            upstream = await self._attempt(
+                f"{base_url(outcome.address)}{path}", raw, request, outcome.node_id, parsed.stream
             )
         except AttemptFailedError as failed:
             self.metrics.upstream_failures.labels(failed.cause).inc()
@@ -261,8 +295,8 @@ class HttpFront:
                 "x-cacheroute-retried-from": outcome.node_id,
             }
             try:
-                upstream = await self.upstream.attempt(
-                    f"{base_url(address)}{path}", raw, request.headers
+                upstream = await self._attempt(
+                    f"{base_url(address)}{path}", raw, request, retry.node_id, parsed.stream
                 )
             except AttemptFailedError as again:
                 self.metrics.upstream_failures.labels(again.cause).inc()
@@ -270,6 +304,16 @@ class HttpFront:
                 return await self._give_up(request, again, headers)
         health.succeeded(pool, headers["x-cacheroute-node"])  # it answered: alive
         return await self._relay(request, upstream, headers, pool)
+
+    async def _attempt(
+        self, url: str, raw: bytes, request: web.Request, node_id: str, stream: bool
+    ) -> aiohttp.ClientResponse:
+        """One attempt under the engine's own first-byte timeout (:mod:`.first_byte`)."""
+        started = time.monotonic()
+        wait = self.first_byte.timeout_for(node_id, stream)
+        upstream = await self.upstream.attempt(url, raw, request.headers, wait)
+        self.first_byte.observe(node_id, stream, time.monotonic() - started)
+        return upstream
 
     def _retry(self, parsed: FrontRequest, hold: Hold) -> Hold | None:
         """A hold on the retry's node (recorded as a decision in the pool's view), or None."""

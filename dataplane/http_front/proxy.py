@@ -80,14 +80,21 @@ class Upstream:
         return self._session
 
     async def attempt(
-        self, url: str, body: bytes, headers: Mapping[str, str]
+        self,
+        url: str,
+        body: bytes,
+        headers: Mapping[str, str],
+        first_byte_s: float | None = None,
     ) -> aiohttp.ClientResponse:
-        """POST ``body`` to ``url``; the response once its headers came (or AttemptFailedError)."""
+        """POST ``body`` to ``url``; the response once its headers came (or AttemptFailedError).
+        ``first_byte_s``: a shorter wait for the headers (:mod:`.first_byte`)."""
         forward = CIMultiDict((h, headers[h]) for h in FORWARD_REQUEST_HEADERS if h in headers)
+        wait = first_byte_s if first_byte_s is not None else self.first_byte_timeout_s
         try:
-            response = await self.session.post(url, data=body, headers=forward)
-        except TimeoutError:  # aiohttp's ServerTimeoutError: no bytes within sock_read
-            detail = f"no answer within {self.first_byte_timeout_s:g} s"
+            async with asyncio.timeout(first_byte_s):  # None: sock_read alone bounds it
+                response = await self.session.post(url, data=body, headers=forward)
+        except TimeoutError:  # no headers in time (or aiohttp's ServerTimeoutError: sock_read)
+            detail = f"no answer within {wait:g} s"
             raise AttemptFailedError("timeout", detail) from None
         except aiohttp.ClientConnectorError as exc:
             raise AttemptFailedError("connect", f"cannot connect: {exc.os_error}") from None

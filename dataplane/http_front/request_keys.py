@@ -58,6 +58,8 @@ def parse_body(raw: bytes) -> dict[str, Any]:
     except (ValueError, UnicodeDecodeError) as exc:
         message = f"the request body is not valid JSON: {exc}"
         raise bad_request(message, code="invalid_json") from None
+    except RecursionError:  # 100,000 nested arrays: a 400, not a 500 with a traceback
+        raise bad_request("the request body nests too deeply", code="invalid_json") from None
     if not isinstance(body, dict):
         raise bad_request("the request body must be a JSON object", code="invalid_json")
     return body
@@ -82,7 +84,7 @@ def front_request(
     if not isinstance(salt, str):
         raise bad_request("'cache_salt' must be a string", param="cache_salt")
     key, param = _key(body, headers, rules)
-    pool = headers.get(POOL_HEADER) or rules.model_pools.get(model, "")
+    pool = _header(headers, POOL_HEADER) or rules.model_pools.get(model, "")
     message = routing_pb2.RouteRequest(
         pool=pool,
         key=key,
@@ -101,8 +103,19 @@ def front_request(
     return FrontRequest(route, stream, model)
 
 
+def _header(headers: Mapping[str, str], name: str) -> str:
+    """A routing header's text; aiohttp keeps bytes that are not UTF-8 as surrogates, which no
+    message can carry: a 400 naming the header."""
+    value = headers.get(name) or ""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise bad_request(f"header {name} is not valid UTF-8", param=name) from None
+    return value
+
+
 def _key(body: dict[str, Any], headers: Mapping[str, str], rules: KeyRules) -> tuple[str, str]:
-    header = headers.get(KEY_HEADER)
+    header = _header(headers, KEY_HEADER)
     if header:
         return header, KEY_HEADER
     for name in ("prompt_cache_key", "user") if rules.key_from_user else ("prompt_cache_key",):

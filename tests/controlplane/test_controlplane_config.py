@@ -98,10 +98,16 @@ def test_bad_environment_and_file_values_name_their_source(tmp_path: Path) -> No
     config_file.write_text("agent-networks: 10.0.0.0/33\n")
     with pytest.raises(SettingsError, match=r"cp\.yaml:agent-networks: agent network"):
         parse_config(["--config", str(config_file)], environ={})
-    config_file.write_text("agent-networks: 10.0.0.0/8, fd00::/8\nauth-file: clients.yaml\n")
+    clients = tmp_path / "clients.yaml"
+    clients.write_text("- {name: ops, role: write, sha256: " + "a" * 64 + "}\n")
+    clients.chmod(0o600)
+    config_file.write_text(f"agent-networks: 10.0.0.0/8, fd00::/8\nauth-file: {clients}\n")
     config = parse_config(["--config", str(config_file)], environ={})
     assert config.agent_networks == ("10.0.0.0/8", "fd00::/8")
-    assert config.auth_file == Path("clients.yaml")
+    assert config.auth_file == clients
+    clients.unlink()  # the auth file is read when the options are: a missing one is one line
+    with pytest.raises(SettingsError, match=r"--auth-file .*clients\.yaml: No such file"):
+        parse_config(["--config", str(config_file)], environ={})
 
 
 def test_main_exits_2_naming_a_bad_variable(

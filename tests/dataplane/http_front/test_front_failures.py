@@ -72,3 +72,26 @@ async def test_nothing_is_retried_after_bytes_reached_the_client(
             )
             assert mid == 1
             assert in_flight(server) == {}
+
+
+async def test_a_hung_engine_is_abandoned_at_its_own_observed_first_byte_time(
+    redis_url: str, stores: Stores, shared_engines: SimEngines
+) -> None:
+    """Issue 23: a hung engine held its requests for the whole 120 s first-byte timeout. With a
+    10-minute cap, an engine seen answering in 10 ms is given up after the 0.2 s floor."""
+    async with failing_engine("hang") as bad:
+        addresses = [bad, shared_engines.addresses[0]]
+        async with running_front(
+            redis_url, stores, addresses, first_byte_timeout_s=600.0, first_byte_floor_s=0.2
+        ) as server:
+            assert server.http is not None
+            for _ in range(8):  # what it answered in before it hung
+                server.http.first_byte.observe("node-0", False, 0.01)
+            assert server.http.first_byte.timeout_for("node-0", False) == 0.2
+            assert server.http.first_byte.timeout_for("node-1", False) == 600.0
+            view = server.router.pools["default"].view
+            view.loads[1] = 1000.0  # p2c prefers the hung one
+            status, headers, data = await post_raw(front_url(server), BODY)
+            assert status == 200, data
+            assert headers["x-cacheroute-retried-from"] == "node-0"
+            assert metric_sum(server, "cacheroute_router_http_retries_total", cause="timeout") == 1
