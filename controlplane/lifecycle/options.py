@@ -75,6 +75,17 @@ SHADOW_PROFILE = Option(
     "engine profile automatic mode's replays simulate (sim/engine_model.py names; empty: the 70B "
     "testbed profile)", shown_default="''",
 )  # fmt: skip
+SHADOW_MIN_SAMPLES = Option(
+    "shadow_min_samples", 300, positive_int,
+    "fewest sampled requests a shadow replay judges on; fewer give the verdict inconclusive "
+    "(controlplane/lifecycle/shadow.py)",
+)  # fmt: skip
+SHADOW_INCONCLUSIVE = Option(
+    "shadow_inconclusive", "refuse", str,
+    "what the shadow gate does with an inconclusive verdict: refuse the rollout, or allow it "
+    "on the other gates (controlplane/lifecycle/verdict_gate.py)",
+    choices=("refuse", "allow"),
+)  # fmt: skip
 GUARD_WINDOW = Option(
     "guard_window", 60.0, positive_float,
     "seconds of the live guard's before and after windows of pool p99 TTFT",
@@ -119,8 +130,9 @@ GUARD_ALL_ROLLOUTS = switch("guard_all_rollouts", "guard every rollout, not only
 
 LIFECYCLE_OPTIONS: tuple[Option[Any], ...] = (
     MAX_CHURN, AUTO_INTERVAL, SHADOW_MAX_REQUESTS, SHADOW_SEEDS, SHADOW_ITERATIONS,
-    SHADOW_RECENT_MINUTES, SHADOW_PROFILE, GUARD_WINDOW, GUARD_SETTLE, GUARD_MAX_REGRESSION,
-    GUARD_FLOOR, GUARD_MIN_SAMPLES, GUARD_ACTION, GUARD_ALL_ROLLOUTS, CACHE_BUDGET, BYTE_RANK,
+    SHADOW_RECENT_MINUTES, SHADOW_PROFILE, SHADOW_MIN_SAMPLES, SHADOW_INCONCLUSIVE, GUARD_WINDOW,
+    GUARD_SETTLE, GUARD_MAX_REGRESSION, GUARD_FLOOR, GUARD_MIN_SAMPLES, GUARD_ACTION,
+    GUARD_ALL_ROLLOUTS, CACHE_BUDGET, BYTE_RANK,
     PREFIX_SIZES,
 )  # fmt: skip
 
@@ -135,6 +147,8 @@ def lifecycle_values(args: argparse.Namespace) -> dict[str, Any]:
         "shadow_iterations": SHADOW_ITERATIONS.value(args),
         "shadow_recent_minutes": SHADOW_RECENT_MINUTES.value(args),
         "shadow_profile": SHADOW_PROFILE.value(args),
+        "shadow_min_samples": SHADOW_MIN_SAMPLES.value(args),
+        "shadow_inconclusive": SHADOW_INCONCLUSIVE.value(args),
         "guard_window_s": GUARD_WINDOW.value(args),
         "guard_settle_s": GUARD_SETTLE.value(args),
         "guard_max_regression": GUARD_MAX_REGRESSION.value(args),

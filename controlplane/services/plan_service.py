@@ -24,10 +24,10 @@ from controlplane.lifecycle.plans import (
     rollback,
     rollout,
 )
-from controlplane.lifecycle.rollout_gates import DestinationGate, RolloutGate
+from controlplane.lifecycle.rollout_gates import RolloutGate
 from controlplane.lifecycle.shadow import ShadowBudget, shadow_plan
 from controlplane.lifecycle.status import TtftOf, cluster_status
-from controlplane.lifecycle.verdict_gate import ShadowVerdictGate
+from controlplane.lifecycle.verdict_gate import standard_gates
 from controlplane.metrics import ControlPlaneMetrics
 from controlplane.services.rpc import actor_of, rpc
 from dataplane.core.table_codec import decode_table
@@ -68,10 +68,10 @@ class PlanServicer(admin_pb2_grpc.PlanServiceServicer):
         self._liveness = liveness
         self._instance_id = instance_id
         self._store = store
-        # Every rollout passes these (or is forced past them); see
+        # Every rollout and rollback passes these (or skips one by name, audited); see
         # controlplane.lifecycle.rollout_gates.
         self.gates: list[RolloutGate] = (
-            list(gates) if gates is not None else [DestinationGate(liveness), ShadowVerdictGate()]
+            list(gates) if gates is not None else standard_gates(liveness)
         )
 
     @rpc
@@ -160,8 +160,8 @@ class PlanServicer(admin_pb2_grpc.PlanServiceServicer):
             _expected_generation(request),
             actor=actor_of(request.actor, context),
             reason=request.reason,
-            force=request.force,
             gates=self.gates,
+            skip_gates=list(request.skip_gates),
             now_ms=self._clock(),
         )
 
@@ -188,6 +188,9 @@ class PlanServicer(admin_pb2_grpc.PlanServiceServicer):
             _expected_generation(request),
             actor=actor_of(request.actor, context),
             reason=request.reason,
+            gates=self.gates,
+            skip_gates=list(request.skip_gates),
+            now_ms=self._clock(),
         )
 
     @rpc

@@ -7,7 +7,9 @@ A unary admin RPC is written once, as what it does::
         return await list_plans(self._stores, request.pool, request.limit)
 
 :func:`rpc` counts it under its method name in ``controlplane_rpcs_total`` and turns a domain
-error into the status of :func:`status_for` (the servicer needs a ``_metrics`` attribute).
+error into the status of :func:`status_for` (the servicer needs a ``_metrics`` attribute). An
+error with a ``status_details`` message (e.g. ``ActivationRefused``) sends it as typed details
+in the ``grpc-status-details-bin`` trailer (:mod:`servekit.status_details`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any, Protocol, TypeVar
 
 import grpc
 import structlog
+from google.protobuf.message import Message
 
 from cacheroute_state.interfaces import (
     ConflictError,
@@ -35,6 +38,7 @@ from controlplane.errors import (
 )
 from controlplane.metrics import ControlPlaneMetrics
 from controlplane.services.auth import caller_name
+from servekit.status_details import details_trailer
 
 T = TypeVar("T")
 Req = TypeVar("Req")
@@ -80,6 +84,9 @@ async def _handle(
         else:
             log.info("rpc refused", method=method, code=code.name, message=message)
         metrics.rpcs.labels(method, code.name).inc()
+        details = getattr(exc, "status_details", None)
+        if isinstance(details, Message):
+            await context.abort(code, message, details_trailer(code, message, [details]))
         await context.abort(code, message)
     metrics.rpcs.labels(method, "OK").inc()
     return result

@@ -19,7 +19,7 @@ from dataplane.core.table_codec import encode_table
 from sim.planning import make_stream, plan_for
 from sim.workloads.registry import make_workload
 from tests.support.cli import ROOT, Cli, run_main
-from tests.support.controlplane import fast_config, running, traffic
+from tests.support.controlplane import SKIP_ARGS, fast_config, running, traffic
 from tests.support.factories import metadata_for, small_plan
 from tests.support.state import on_redis
 
@@ -145,10 +145,10 @@ async def test_plan_rollout_rollback_and_conflicts(cli: Cli, tmp_path: Path) -> 
         await cli.ok("plan", "import", str(path))
         versions.append(version)
     v1, v2, v3 = versions
-    assert "generation 1" in await cli.ok("plan", "rollout", v1, "--force")
-    pointer = await cli.json("plan", "rollout", v2, "--force", "--expect-generation", "1")
+    assert "generation 1" in await cli.ok("plan", "rollout", v1, *SKIP_ARGS)
+    pointer = await cli.json("plan", "rollout", v2, *SKIP_ARGS, "--expect-generation", "1")
     assert (pointer["version"], pointer["generation"]) == (v2, "2")
-    line = await cli.refused("plan", "rollout", v3, "--force", "--expect-generation", "1")
+    line = await cli.refused("plan", "rollout", v3, *SKIP_ARGS, "--expect-generation", "1")
     assert "FAILED_PRECONDITION" in line and "generation 2" in line and "tester" in line
     back = await cli.ok("plan", "rollback", "--reason", "bad plan")
     assert f"active {v1} generation 3 (rollback by tester" in back
@@ -216,7 +216,7 @@ async def test_rollout_needs_a_passing_shadow_verdict_or_force_which_the_audit_r
     code, _, err = await cli.run("plan", "rollout", version)
     assert code == 1 and "verdict is fail: regresses beyond noise" in err
 
-    forced = await cli.json("plan", "rollout", version, "--force", "--reason", "hotfix")
+    forced = await cli.json("plan", "rollout", version, *SKIP_ARGS, "--reason", "hotfix")
     assert forced["version"] == version
     audit = await stores.plans.read_audit("default", 10)
     event = audit[-1]

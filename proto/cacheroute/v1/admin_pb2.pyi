@@ -478,18 +478,20 @@ class RolloutRequest(_message.Message):
     EXPECTED_GENERATION_FIELD_NUMBER: _builtins.int
     ACTOR_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
-    FORCE_FIELD_NUMBER: _builtins.int
+    SKIP_GATES_FIELD_NUMBER: _builtins.int
     pool: _builtins.str
     version: _builtins.str
     expected_generation: _builtins.int
     """Compare-and-set: apply only if the pointer's generation is still this one."""
     actor: _builtins.str
     reason: _builtins.str
-    force: _builtins.bool
-    """Roll out although a rollout gate refuses (unknown warm destinations, no passing shadow
-    verdict, ...); the refusals
-    are recorded in the audit event's detail with the actor.
-    """
+    """Why; required with skip_gates (the audit records it with the actor)."""
+    @_builtins.property
+    def skip_gates(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Gates to go past by name ("destinations", "shadow"); each skipped gate, and what it would
+        have said, is recorded in the pointer move's audit detail with the actor and reason.
+        """
+
     def __init__(
         self,
         *,
@@ -498,11 +500,11 @@ class RolloutRequest(_message.Message):
         expected_generation: _builtins.int | None = ...,
         actor: _builtins.str = ...,
         reason: _builtins.str = ...,
-        force: _builtins.bool = ...,
+        skip_gates: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_expected_generation", b"_expected_generation", "expected_generation", b"expected_generation"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_generation", b"_expected_generation", "actor", b"actor", "expected_generation", b"expected_generation", "force", b"force", "pool", b"pool", "reason", b"reason", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_generation", b"_expected_generation", "actor", b"actor", "expected_generation", b"expected_generation", "pool", b"pool", "reason", b"reason", "skip_gates", b"skip_gates", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__expected_generation: _TypeAlias = _typing.Literal["expected_generation"]  # noqa: Y015
     _WhichOneofArgType__expected_generation: _TypeAlias = _typing.Literal["_expected_generation", b"_expected_generation"]  # noqa: Y015
@@ -519,12 +521,17 @@ class RollbackRequest(_message.Message):
     EXPECTED_GENERATION_FIELD_NUMBER: _builtins.int
     ACTOR_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
+    SKIP_GATES_FIELD_NUMBER: _builtins.int
     pool: _builtins.str
     to_version: _builtins.str
     """Version to re-activate; empty means the version active before the current one."""
     expected_generation: _builtins.int
     actor: _builtins.str
     reason: _builtins.str
+    @_builtins.property
+    def skip_gates(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """As RolloutRequest.skip_gates: a rollback passes the same gates as a rollout."""
+
     def __init__(
         self,
         *,
@@ -533,16 +540,75 @@ class RollbackRequest(_message.Message):
         expected_generation: _builtins.int | None = ...,
         actor: _builtins.str = ...,
         reason: _builtins.str = ...,
+        skip_gates: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_expected_generation", b"_expected_generation", "expected_generation", b"expected_generation"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_generation", b"_expected_generation", "actor", b"actor", "expected_generation", b"expected_generation", "pool", b"pool", "reason", b"reason", "to_version", b"to_version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_generation", b"_expected_generation", "actor", b"actor", "expected_generation", b"expected_generation", "pool", b"pool", "reason", b"reason", "skip_gates", b"skip_gates", "to_version", b"to_version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__expected_generation: _TypeAlias = _typing.Literal["expected_generation"]  # noqa: Y015
     _WhichOneofArgType__expected_generation: _TypeAlias = _typing.Literal["_expected_generation", b"_expected_generation"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType__expected_generation) -> _WhichOneofReturnType__expected_generation | None: ...
 
 Global___RollbackRequest: _TypeAlias = RollbackRequest  # noqa: Y015
+
+@_typing.final
+class ActivationRefused(_message.Message):
+    """The typed details of a refused pointer move (rollout or rollback): FAILED_PRECONDITION whose
+    `grpc-status-details-bin` trailer holds a google.rpc.Status with this message packed in its
+    details, so clients read the gate names instead of parsing the message text.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    POOL_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    ACTION_FIELD_NUMBER: _builtins.int
+    REFUSALS_FIELD_NUMBER: _builtins.int
+    pool: _builtins.str
+    version: _builtins.str
+    action: _builtins.str
+    """"rollout" or "rollback"."""
+    @_builtins.property
+    def refusals(self) -> _containers.RepeatedCompositeFieldContainer[Global___GateRefusal]: ...
+    def __init__(
+        self,
+        *,
+        pool: _builtins.str = ...,
+        version: _builtins.str = ...,
+        action: _builtins.str = ...,
+        refusals: _abc.Iterable[Global___GateRefusal] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "pool", b"pool", "refusals", b"refusals", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ActivationRefused: _TypeAlias = ActivationRefused  # noqa: Y015
+
+@_typing.final
+class GateRefusal(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GATE_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    gate: _builtins.str
+    """The gate's name, as --skip-gate takes it ("destinations", "shadow")."""
+    message: _builtins.str
+    def __init__(
+        self,
+        *,
+        gate: _builtins.str = ...,
+        message: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["gate", b"gate", "message", b"message"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GateRefusal: _TypeAlias = GateRefusal  # noqa: Y015
 
 @_typing.final
 class DisablePlanRequest(_message.Message):

@@ -13,7 +13,7 @@ from controlplane.lifecycle.shadow import samples_to_requests
 from dataplane.core.table_codec import table_to_proto
 from sim.planning import make_stream, plan_for
 from sim.workloads.registry import make_workload
-from tests.support.controlplane import clients, fast_config, running
+from tests.support.controlplane import SKIP_ALL, clients, fast_config, running
 
 pytestmark = [pytest.mark.redis, pytest.mark.grpc]
 
@@ -74,7 +74,7 @@ async def test_shadow_replays_the_sampled_trace_and_records_the_verdict(
         listed = await c.plans.ListPlans(admin_pb2.ListPlansRequest(pool="sim"))
         assert listed.plans[0].metadata.verdict.summary == verdict.summary
         await c.plans.Rollout(
-            admin_pb2.RolloutRequest(force=True, pool="sim", version=version, actor="bob")
+            admin_pb2.RolloutRequest(**SKIP_ALL, pool="sim", version=version, actor="bob")
         )
         status = await c.plans.GetStatus(admin_pb2.GetStatusRequest(pool="sim"))
         pool = status.pools[0]
