@@ -303,14 +303,19 @@ def _skips(args: argparse.Namespace) -> list[str]:
     return skips
 
 
-def _moved(client: Any, method: Any, request: Any) -> cluster_pb2.ActivePointer | None:
-    """The pointer after a move, or None when gates refused it (printed, with their names)."""
+def _moved(
+    args: argparse.Namespace, client: Any, method: Any, request: Any
+) -> cluster_pb2.ActivePointer | None:
+    """The pointer after a move, or None when gates refused it: their typed refusal (read from
+    the status details, never the message) is printed, as JSON on stdout with ``--json``."""
     try:
         pointer: cluster_pb2.ActivePointer = client.call(method, request)
     except AdminError as exc:
         refused = exc.detail(admin_pb2.ActivationRefused)
         if refused is None:
             raise
+        if args.json:
+            print_json({"refused": to_json(refused)})
         print(f"cachectl: {exc}", file=sys.stderr)
         gates = " ".join(f"--skip-gate {r.gate}" for r in refused.refusals)
         print(
@@ -328,7 +333,7 @@ def _rollout(args: argparse.Namespace) -> int:
     if args.expect_generation is not None:
         request.expected_generation = args.expect_generation
     with connect(args) as client:
-        pointer = _moved(client, client.plans.Rollout, request)
+        pointer = _moved(args, client, client.plans.Rollout, request)
         if pointer is None:
             return 1
         try:
@@ -366,7 +371,7 @@ def _rollback(args: argparse.Namespace) -> int:
     if args.expect_generation is not None:
         request.expected_generation = args.expect_generation
     with connect(args) as client:
-        pointer = _moved(client, client.plans.Rollback, request)
+        pointer = _moved(args, client, client.plans.Rollback, request)
     return 1 if pointer is None else _print_pointer(args, pointer)
 
 

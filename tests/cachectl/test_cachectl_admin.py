@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 import time
@@ -150,9 +151,17 @@ async def test_plan_rollout_rollback_and_conflicts(cli: Cli, tmp_path: Path) -> 
     assert (pointer["version"], pointer["generation"]) == (v2, "2")
     line = await cli.refused("plan", "rollout", v3, *SKIP_ARGS, "--expect-generation", "1")
     assert "FAILED_PRECONDITION" in line and "generation 2" in line and "tester" in line
-    back = await cli.ok("plan", "rollback", "--reason", "bad plan")
+    code, out, err = await cli.run("plan", "rollback", "--json")  # v1 was never replayed
+    assert code == 1 and "refused by: shadow" in err
+    assert [r["gate"] for r in json.loads(out)["refused"]["refusals"]] == ["shadow"]
+    skip = ("--skip-gate", "shadow", "--reason", "bad plan")
+    back = await cli.ok("plan", "rollback", *skip)
     assert f"active {v1} generation 3 (rollback by tester" in back
-    assert f"active {v3} generation 4" in await cli.ok("plan", "rollback", "--to", v3)
+    assert f"active {v3} generation 4" in await cli.ok("plan", "rollback", "--to", v3, *skip)
+    line = await cli.refused("plan", "rollback", "--skip-gate", "shadow")
+    assert "--skip-gate needs --reason" in line
+    line = await cli.refused("plan", "rollout", v1, "--force")
+    assert "--force is gone" in line and "--skip-gate shadow" in line
     missing = await cli.refused("plan", "rollout", "p0123456789abcdef")
     assert "NOT_FOUND" in missing
     assert "INVALID_ARGUMENT" in await cli.refused("plan", "rollout", "latest")
@@ -194,17 +203,20 @@ async def test_plan_shadow_replays_the_sampled_trace_and_list_shows_the_verdict(
     assert both[0] == 2 and "alternatives" in both[2]
 
 
-async def test_rollout_needs_a_passing_shadow_verdict_or_force_which_the_audit_records(
+async def test_rollout_needs_a_passing_shadow_verdict_or_a_named_skip_which_the_audit_records(
     cli: Cli, stores: Stores, tmp_path: Path
 ) -> None:
     for i in range(4):  # the plan's destinations, so only the shadow gate refuses
         await cli.ok("nodes", "add", f"node-{i}", "--address", f"h:{i + 1}")
     path, version = write_plan(tmp_path, 7)
     await cli.ok("plan", "import", str(path))
-    code, out, err = await cli.run("plan", "rollout", version)
-    assert code == 1 and not out
-    assert "no shadow-replay verdict" in err and f"cachectl plan shadow {version}" in err
-    assert "--force" in err
+    code, out, err = await cli.run("plan", "rollout", version, "--json")
+    assert code == 1
+    refused = json.loads(out)["refused"]  # the typed details, not the message
+    assert (refused["action"], refused["version"]) == ("rollout", version)
+    assert [r["gate"] for r in refused["refusals"]] == ["shadow"]
+    assert "no shadow-replay verdict" in refused["refusals"][0]["message"]
+    assert f"cachectl plan shadow {version}" in err and "--skip-gate shadow" in err
     assert (await stores.plans.get_active("default")) is None  # nothing moved
 
     meta = await stores.plans.get_metadata("default", version)
@@ -216,12 +228,13 @@ async def test_rollout_needs_a_passing_shadow_verdict_or_force_which_the_audit_r
     code, _, err = await cli.run("plan", "rollout", version)
     assert code == 1 and "verdict is fail: regresses beyond noise" in err
 
-    forced = await cli.json("plan", "rollout", version, *SKIP_ARGS, "--reason", "hotfix")
-    assert forced["version"] == version
+    skip = ("--skip-gate", "shadow", "--reason", "hotfix")
+    skipped = await cli.json("plan", "rollout", version, *skip)
+    assert skipped["version"] == version
     audit = await stores.plans.read_audit("default", 10)
     event = audit[-1]
     assert event.action == "rollout" and event.actor == "tester"
-    assert "hotfix" in event.detail and "forced past shadow" in event.detail
+    assert event.detail.startswith("hotfix; skipped gate shadow (would refuse:")
 
     path2, version2 = write_plan(tmp_path, 8)
     await cli.ok("plan", "import", str(path2))
@@ -232,7 +245,7 @@ async def test_rollout_needs_a_passing_shadow_verdict_or_force_which_the_audit_r
         outcome=passing, summary="improves beyond noise", decided_at_unix_ms=2))  # fmt: skip
     await stores.plans.update_metadata(meta2)
     assert f"active {version2}" in await cli.ok("plan", "rollout", version2)
-    assert "forced" not in (await stores.plans.read_audit("default", 10))[-1].detail
+    assert "skipped" not in (await stores.plans.read_audit("default", 10))[-1].detail
     status = await cli.ok("status")
     assert "shadow verdict of the active version: pass (improves beyond noise)" in status
 

@@ -324,7 +324,7 @@ async def test_a_plan_for_unknown_nodes_is_refused_by_cachectl_and_status_shows_
         version = out.split()[1]
         assert await live.cachectl("plan", "rollout", version) == 2
         err = capsys.readouterr().err
-        assert "not registered nodes of pool default: node-0, node-1" in err and "--force" in err
+        assert "not registered nodes of pool default: node-0, node-1" in err and "--skip-gate destinations" in err
         assert await live.cachectl("plan", "rollout", version, *SKIP_ARGS) == 0
         capsys.readouterr()
         assert await live.cachectl("status") == 0
