@@ -27,6 +27,7 @@ from cacheroute_state.interfaces import ConflictError, PlanNotFoundError
 from controlplane.cluster.nodes import Liveness
 from controlplane.errors import PreconditionError
 from controlplane.lifecycle.rollout_gates import (
+    UNREADABLE,
     ActivationRefusedError,
     Refusal,
     RolloutGate,
@@ -222,7 +223,7 @@ async def _gate(
     try:
         table = await asyncio.to_thread(decode_table, data, verify_hash=False)
     except TableError as exc:  # stored bytes gone bad: every router would NACK it; no skip
-        refusal = Refusal("table", f"the stored table does not decode: {exc}")
+        refusal = Refusal(UNREADABLE, f"the stored table does not decode: {exc}")
         raise ActivationRefusedError(pool, version, action, [refusal]) from None
     return await run_gates(gates, stores, table, action=action, skip=skip, now_ms=now_ms)
 

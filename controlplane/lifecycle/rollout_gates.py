@@ -32,6 +32,7 @@ from controlplane.errors import PreconditionError
 from dataplane.core.table import RoutingTable
 
 NAMES_SHOWN = 8
+UNREADABLE = "table"  # the refusal of a stored table that does not decode: never skipped
 
 
 @dataclass(frozen=True)
@@ -59,11 +60,12 @@ class ActivationRefusedError(PreconditionError):
 
     def __init__(self, pool: str, version: str, action: str, refusals: list[Refusal]) -> None:
         reasons = "; ".join(f"{r.gate}: {r.message}" for r in refusals)
-        skips = " ".join(f"--skip-gate {r.gate}" for r in refusals)
+        skips = " ".join(f"--skip-gate {r.gate}" for r in refusals if r.gate != UNREADABLE)
+        how = f"fix it, or go past with {skips} --reason TEXT, recorded in the audit"
         super().__init__(
             f"pool {pool}: {action} to {version} refused by gate "
-            f"{', '.join(r.gate for r in refusals)} ({reasons}); nothing was changed (fix it, or "
-            f"go past with {skips} --reason TEXT, recorded in the audit)"
+            f"{', '.join(r.gate for r in refusals)} ({reasons}); nothing was changed "
+            f"({how if skips else 'store the plan again'})"
         )
         self.refusals = refusals
         self.status_details = admin_pb2.ActivationRefused(

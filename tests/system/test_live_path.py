@@ -203,7 +203,7 @@ async def test_rollout_reaches_both_routers_within_a_second_and_rollback_restore
         for stub in live.stubs:
             assert await follow(stub, second, 2)
 
-        assert await live.cachectl("plan", "rollback") == 0
+        assert await live.cachectl("plan", "rollback", *SKIP_ARGS) == 0
         await eventually(lambda: both_acked(3), timeout=1.0)
         for stub in live.stubs:
             assert await follow(stub, first, 3)  # the first plan's answers, a newer generation
@@ -256,9 +256,13 @@ async def test_an_invalid_table_is_nacked_with_a_reason_and_the_last_good_one_se
         # leave it: routers must refuse it. (ImportPlan itself validates, so write to Redis.)
         bad = plan_for(5)
         await stores.plans.put_plan(b"\x0a\x05not a table", metadata_for(bad))
-        # the control plane's rollout gate refuses it too; forced, it reaches the routers
-        assert await live.cachectl("plan", "rollout", bad.version) == 2
-        assert await live.cachectl("plan", "rollout", bad.version, *SKIP_ARGS) == 0
+        # the control plane's gates refuse it too, skips or not (gate "table", never skipped);
+        # the bad writer moves the pointer in the store itself, and the routers must NACK it
+        assert await live.cachectl("plan", "rollout", bad.version) == 1
+        assert await live.cachectl("plan", "rollout", bad.version, *SKIP_ARGS) == 1
+        await stores.plans.move_active(
+            "default", bad.version, expected_generation=1, actor="bad-writer", action="rollout"
+        )
 
         async def both_nacked() -> bool:
             status = await live.admin.plans.GetStatus(admin_pb2.GetStatusRequest(pool="default"))
@@ -299,7 +303,7 @@ async def test_plan_disable_makes_both_routers_answer_no_table_and_rollback_rest
             return True
 
         await eventually(all_flat, timeout=1.0)
-        assert await live.cachectl("plan", "rollback") == 0
+        assert await live.cachectl("plan", "rollback", *SKIP_ARGS) == 0
         await eventually(lambda: all_follow(table, 3), timeout=1.0)
         audit = await stores.plans.read_audit("default", 20)
         assert [(e.action, e.detail) for e in audit if e.generation][1] == ("disable", "incident")
@@ -322,9 +326,12 @@ async def test_a_plan_for_unknown_nodes_is_refused_by_cachectl_and_status_shows_
         out = capsys.readouterr().out
         assert "destinations: 0 of 2 registered in the pool" in out and "node-0" in out
         version = out.split()[1]
-        assert await live.cachectl("plan", "rollout", version) == 2
+        assert await live.cachectl("plan", "rollout", version) == 1
         err = capsys.readouterr().err
-        assert "not registered nodes of pool default: node-0, node-1" in err and "--skip-gate destinations" in err
+        assert (
+            "not registered nodes of pool default: node-0, node-1" in err
+            and "--skip-gate destinations" in err
+        )
         assert await live.cachectl("plan", "rollout", version, *SKIP_ARGS) == 0
         capsys.readouterr()
         assert await live.cachectl("status") == 0
