@@ -20,6 +20,7 @@ from dataplane.server import RouterConfig, RouterServer
 from servekit.processes import free_port
 from tests.support.controlplane import SKIP_ALL, ControlPlaneProcess, traffic
 from tests.support.factories import small_plan
+from tests.support.timing import LagMeter
 
 pytestmark = [pytest.mark.redis, pytest.mark.grpc, pytest.mark.slow]
 
@@ -50,7 +51,7 @@ def test_embedded_redis_health_and_sigterm_exit(processes: list[ControlPlaneProc
 
 
 def test_killed_leader_is_replaced_by_the_other_instance(
-    redis_url: str, processes: list[ControlPlaneProcess]
+    redis_url: str, processes: list[ControlPlaneProcess], lag: LagMeter
 ) -> None:
     common = ("--redis-url", redis_url, "--leader-lease-ttl", "1")
     a = ControlPlaneProcess(*common, "--instance-id", "cp-a")
@@ -61,8 +62,9 @@ def test_killed_leader_is_replaced_by_the_other_instance(
     assert status_of(b.address).leader_id == "cp-a"
     a.kill()  # no release: b must wait for the lease to expire
     killed = time.monotonic()
-    b.wait_for("became leader", timeout=10)
-    assert time.monotonic() - killed < 3.0  # TTL 1 s + one renewal period, with slack
+    b.wait_for("became leader", timeout=30)
+    took = time.monotonic() - killed
+    lag.claim(took < 3.0, f"takeover in {took:.2f} s, within the TTL 1 s + a renewal + slack")
     status = status_of(b.address)
     assert status.leader_id == "cp-b" and status.is_leader
     assert b.terminate() == 0
