@@ -96,16 +96,26 @@ async def test_status_shows_pointer_routers_and_nodes(cli: Cli, stores: Stores) 
         cluster_pb2.RouterAck(router_id="r2", pool="default", version=version, generation=1,
                               reason="set member out of range")
     )  # fmt: skip
-    gone = int(time.time() * 1000) - 5 * 60_000
+    now_ms = int(time.time() * 1000)
     await stores.cluster.put_ack(
         cluster_pb2.RouterAck(router_id="r3", pool="default", version=version, generation=1,
-                              accepted=True, at_unix_ms=gone)
+                              accepted=True, at_unix_ms=now_ms - 4 * 60_000)
     )  # fmt: skip
+    await stores.cluster.put_ack(  # silent past the 5-minute expiry: gone
+        cluster_pb2.RouterAck(router_id="r4", pool="default", version=version, generation=1,
+                              accepted=True, at_unix_ms=now_ms - 6 * 60_000)
+    )  # fmt: skip
+    await stores.cluster.put_ack(  # announced at its first sync, has applied nothing yet
+        cluster_pb2.RouterAck(router_id="r5", pool="default", accepted=True, at_unix_ms=now_ms)
+    )
     out = await cli.ok("status")
-    assert "routers that stopped reporting: r3 (5m ago)" in out
+    assert "routers that stopped reporting: r3 (4m ago)" in out
     assert "r1 (" not in out.split("stopped reporting")[1].splitlines()[0]
     assert f"pool default: active {version} generation 1 (rollout by tester" in out
-    assert "routers: 2 of 3 applied generation 1" in out
+    assert "routers: 2 of 4 applied generation 1" in out
+    assert "r4" not in out and "not shown: 1" in out
+    (r5,) = [line for line in out.splitlines() if line.startswith("r5")]
+    assert "starting" in r5.split()
     assert "NACK" in out and "set member out of range" in out
     assert "n1" in out
     status = await cli.json("status")

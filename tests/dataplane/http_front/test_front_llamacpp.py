@@ -4,7 +4,8 @@ Marked ``llamacpp``. It needs the cached ``llama-server`` build (``.venv/bin/pyt
 scripts/build_llamacpp.py``, ≈ 4 min on 2 idle cores, cached under the user's cache directory);
 with ``CACHEROUTE_BUILD_LLAMACPP=1`` the test builds it itself, otherwise it is skipped with the
 command to run; under ``CACHEROUTE_REQUIRE_LLAMACPP=1`` (set by ``.ci/run`` after it built the
-binary) a missing binary fails the test instead, so CI never skips it quietly. The model is written at test time (``llamacpp_engine.write_model``).
+binary) a missing binary fails the test instead, so CI never skips it quietly. The model is
+written at test time (``llamacpp_engine.write_model``).
 """
 
 from __future__ import annotations
