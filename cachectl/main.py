@@ -32,6 +32,7 @@ GROUPS: dict[str, tuple[str, str]] = {
     "sim": ("cachectl.sim_cmd", "simulate policies on workloads"),
     "nodes": ("cachectl.nodes_cmd", "list, add, remove, drain nodes"),
     "status": ("cachectl.status_cmd", "active plans, router ACK/NACKs, nodes"),
+    "audit": ("cachectl.audit_cmd", "who did what, when (the audit trail)"),
     "load": ("cachectl.load_cmd", "replay a workload through Route against a running cluster"),
     "demo": (
         "cachectl.demo",

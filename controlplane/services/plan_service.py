@@ -13,6 +13,7 @@ from cacheroute.v1 import admin_pb2, admin_pb2_grpc, cluster_pb2, table_pb2
 from cacheroute_state import Stores
 from controlplane.cluster.nodes import Liveness
 from controlplane.core.plan_diff import diff_plans
+from controlplane.lifecycle.audit import list_audit
 from controlplane.lifecycle.auto_mode import set_auto_mode
 from controlplane.lifecycle.live_plan import BuildRequest, PlanDefaults, build_live_plan
 from controlplane.lifecycle.plans import (
@@ -213,3 +214,9 @@ class PlanServicer(admin_pb2_grpc.PlanServiceServicer):
     ) -> cluster_pb2.AutoMode:
         actor = actor_of(request.actor, context)
         return await set_auto_mode(self._stores, request, actor=actor, now_ms=self._clock())
+
+    @rpc
+    async def ListAudit(  # noqa: N802
+        self, request: admin_pb2.ListAuditRequest, context: Context
+    ) -> admin_pb2.ListAuditResponse:
+        return await list_audit(self._stores, request)

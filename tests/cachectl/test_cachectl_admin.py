@@ -367,3 +367,37 @@ async def test_a_control_plane_whose_redis_is_down_is_not_called_unreachable(
     assert code == 2
     assert f"the control plane at {address} answered, but its store is down" in err
     assert "cannot reach" not in err
+
+
+async def test_audit_shows_who_did_what_filtered_by_pool_actor_action_and_time(
+    cli: Cli, stores: Stores, tmp_path: Path
+) -> None:
+    await add_plan_nodes(cli)
+    path, version = write_plan(tmp_path, 11)
+    await cli.ok("plan", "import", str(path))
+    await cli.ok("plan", "rollout", version, "--skip-gate", "shadow", "--reason", "hotfix 7")
+    two_hours_ago = int(time.time() * 1000) - 2 * 3600_000
+    await stores.plans.add_pool("blue")  # as a node_add there would
+    await stores.plans.append_audit(
+        cluster_pb2.AuditEvent(at_unix_ms=two_hours_ago, actor="cachectl:alice",
+                               action="node_add", pool="blue", detail="gpu-9")
+    )  # fmt: skip
+    table = (await cli.ok("audit")).splitlines()
+    assert table[0].split() == ["TIME", "AGE", "POOL", "ACTOR", "ACTION", "FROM", "TO", "GEN",
+                                "DETAIL"]  # fmt: skip
+    assert table[1].split()[2:7] == ["default", "tester", "rollout", "-", version]  # newest first
+    assert "hotfix 7; skipped gate shadow" in table[1]
+    assert table[-1].split()[2:5] == ["blue", "cachectl:alice", "node_add"]  # the oldest
+    start = table[0].index("ACTION")  # aligned: every row's action starts under its header
+    assert {line[start:].split()[0] for line in table[1:]} <= {"rollout", "import", "node_add"}
+    mine = await cli.json("audit", "--by", "tester", "--action", "rollout")
+    (event,) = mine["events"]
+    assert (event["actor"], event["to_version"], event["generation"]) == ("tester", version, "1")
+    assert event["detail"].startswith("hotfix 7; skipped gate shadow (would refuse:")
+    recent = await cli.json("audit", "--since", "1h")
+    assert recent["events"] and all(e["pool"] == "default" for e in recent["events"])
+    older = await cli.json("audit", "--until", "1h")
+    assert [e["actor"] for e in older["events"]] == ["cachectl:alice"]
+    assert (await cli.json("audit", "--pool", "blue"))["events"][0]["detail"] == "gpu-9"
+    assert "no audit events match" in await cli.ok("audit", "--by", "nobody")
+    assert "--since" in await cli.refused("audit", "--since", "yesterday")

@@ -802,6 +802,68 @@ class SetAutoModeRequest(_message.Message):
 Global___SetAutoModeRequest: _TypeAlias = SetAutoModeRequest  # noqa: Y015
 
 @_typing.final
+class ListAuditRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    POOL_FIELD_NUMBER: _builtins.int
+    ACTOR_FIELD_NUMBER: _builtins.int
+    ACTION_FIELD_NUMBER: _builtins.int
+    SINCE_UNIX_MS_FIELD_NUMBER: _builtins.int
+    UNTIL_UNIX_MS_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    pool: _builtins.str
+    """Empty: every pool."""
+    actor: _builtins.str
+    """Exact matches when set: the actor ("cachectl:alice", "automatic-mode") and the action
+    ("rollout", "rollback", "shadow", ...).
+    """
+    action: _builtins.str
+    since_unix_ms: _builtins.int
+    """Events at or after / before these times (0: unbounded)."""
+    until_unix_ms: _builtins.int
+    limit: _builtins.int
+    """Most events returned (0 means 100); each pool's trail keeps its last 10,000."""
+    def __init__(
+        self,
+        *,
+        pool: _builtins.str = ...,
+        actor: _builtins.str = ...,
+        action: _builtins.str = ...,
+        since_unix_ms: _builtins.int = ...,
+        until_unix_ms: _builtins.int = ...,
+        limit: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "actor", b"actor", "limit", b"limit", "pool", b"pool", "since_unix_ms", b"since_unix_ms", "until_unix_ms", b"until_unix_ms"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListAuditRequest: _TypeAlias = ListAuditRequest  # noqa: Y015
+
+@_typing.final
+class ListAuditResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EVENTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def events(self) -> _containers.RepeatedCompositeFieldContainer[_cluster_pb2.AuditEvent]:
+        """Newest first."""
+
+    def __init__(
+        self,
+        *,
+        events: _abc.Iterable[_cluster_pb2.AuditEvent] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["events", b"events"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListAuditResponse: _TypeAlias = ListAuditResponse  # noqa: Y015
+
+@_typing.final
 class VersionVerdict(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

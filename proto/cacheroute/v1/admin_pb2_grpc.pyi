@@ -59,6 +59,8 @@ class PlanServiceStub:
     GetStatus: _grpc.UnaryUnaryMultiCallable[_admin_pb2.GetStatusRequest, _admin_pb2.ClusterStatus]
     SetAutoMode: _grpc.UnaryUnaryMultiCallable[_admin_pb2.SetAutoModeRequest, _cluster_pb2.AutoMode]
     """Turn a pool's automatic mode on or off (audited with the actor; write role)."""
+    ListAudit: _grpc.UnaryUnaryMultiCallable[_admin_pb2.ListAuditRequest, _admin_pb2.ListAuditResponse]
+    """Read the audit trail (who did what, when), filtered; newest first (read role)."""
 
 @_typing.type_check_only
 class PlanServiceAsyncStub(PlanServiceStub):
@@ -87,6 +89,8 @@ class PlanServiceAsyncStub(PlanServiceStub):
     GetStatus: _aio.UnaryUnaryMultiCallable[_admin_pb2.GetStatusRequest, _admin_pb2.ClusterStatus]  # type: ignore[assignment]
     SetAutoMode: _aio.UnaryUnaryMultiCallable[_admin_pb2.SetAutoModeRequest, _cluster_pb2.AutoMode]  # type: ignore[assignment]
     """Turn a pool's automatic mode on or off (audited with the actor; write role)."""
+    ListAudit: _aio.UnaryUnaryMultiCallable[_admin_pb2.ListAuditRequest, _admin_pb2.ListAuditResponse]  # type: ignore[assignment]
+    """Read the audit trail (who did what, when), filtered; newest first (read role)."""
 
 class PlanServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -178,6 +182,14 @@ class PlanServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_cluster_pb2.AutoMode, _abc.Awaitable[_cluster_pb2.AutoMode]]:
         """Turn a pool's automatic mode on or off (audited with the actor; write role)."""
+
+    @_abc_1.abstractmethod
+    def ListAudit(
+        self,
+        request: _admin_pb2.ListAuditRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_pb2.ListAuditResponse, _abc.Awaitable[_admin_pb2.ListAuditResponse]]:
+        """Read the audit trail (who did what, when), filtered; newest first (read role)."""
 
 def add_PlanServiceServicer_to_server(servicer: PlanServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
 
