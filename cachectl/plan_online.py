@@ -375,6 +375,27 @@ def _rollback(args: argparse.Namespace) -> int:
     return 1 if pointer is None else _print_pointer(args, pointer)
 
 
+def _prune(args: argparse.Namespace) -> int:
+    """``plan prune``: delete old versions; never the active one or the rollback target."""
+    if args.keep is not None and args.keep < 1:
+        raise CliError(f"--keep must be >= 1, got {args.keep}")
+    request = admin_pb2.PrunePlansRequest(
+        pool=args.pool or "", keep=args.keep or 0, dry_run=args.dry_run, actor=actor_of(args)
+    )
+    with connect(args) as client:
+        answer = client.call(client.plans.PrunePlans, request)
+    if args.json:
+        print_json(to_json(answer))
+        return 0
+    verb = "would remove" if args.dry_run else "removed"
+    print(f"kept the newest {answer.kept}; {verb} {len(answer.removed)}")
+    rows: list[list[object]] = [[v, verb] for v in answer.removed]
+    rows += [[v, f"kept: {why}"] for v, why in sorted(answer.protected.items())]
+    if rows:
+        print_table(("VERSION", "OUTCOME"), rows)
+    return 0
+
+
 def _shadow(args: argparse.Namespace) -> int:
     """``plan shadow VERSION``: replay on the control plane, store and print the verdict."""
     if args.trace is not None and args.recent is not None:
@@ -467,6 +488,18 @@ def register(sub: Any) -> None:
             help="apply only if the active generation is still G (default: as read just before)",
         )  # fmt: skip
         p.add_argument("--reason", help="recorded in the audit trail")
+
+    p = _parser(
+        sub, "prune",
+        "delete stored versions beyond the newest N; never the active one, the rollback target "
+        "or the live guard's (audited)",
+        _prune,
+    )  # fmt: skip
+    p.add_argument(
+        "--keep", type=int, metavar="N",
+        help="newest versions to keep (default: the control plane's --plan-retention)",
+    )  # fmt: skip
+    p.add_argument("--dry-run", action="store_true", help="say what would go, delete nothing")
 
     p = _parser(sub, "shadow", "replay a version against Flat-LB and record the verdict", _shadow)
     p.add_argument("version", metavar="VERSION")

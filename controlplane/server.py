@@ -42,6 +42,7 @@ from controlplane.errors import PreconditionError
 from controlplane.lifecycle.auto_mode import AutoPilot
 from controlplane.lifecycle.live_guard import GuardSettings, LiveGuard
 from controlplane.lifecycle.live_plan import BuildRequest, PlanDefaults, build_live_plan
+from controlplane.lifecycle.retention import RETENTION_INTERVAL_S, prune_all
 from controlplane.lifecycle.shadow import ShadowBudget
 from controlplane.lifecycle.verdict_gate import standard_gates
 from controlplane.metrics import ControlPlaneMetrics
@@ -206,6 +207,7 @@ class ControlPlane:
                 budget=self.budget,
                 ttft_of=self.guard.pool_p99,
                 gates=self.gates,
+                retention=self.config.plan_retention,
             ),
             self.grpc.server,
         )
@@ -293,6 +295,11 @@ class ControlPlane:
             profile=cfg.shadow_profile,
         )
         self._spawn("auto", cfg.auto_interval_s, lambda _t: pilot.round_all(self.clock()))
+        if cfg.plan_retention > 0:
+            keep = cfg.plan_retention
+            self._spawn(
+                "retention", RETENTION_INTERVAL_S, lambda _t: prune_all(stores, keep, self.clock())
+            )
 
     def _spawn(
         self, name: str, interval_s: float, work: Callable[[int], Awaitable[object]]

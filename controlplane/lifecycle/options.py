@@ -14,7 +14,7 @@ from typing import Any
 
 from controlplane.core.byte_admission import BYTE_RANKS
 from controlplane.core.live_sizes import load_sizes_file
-from servekit.flags import non_negative_float, positive_float, positive_int
+from servekit.flags import non_negative_float, non_negative_int, positive_float, positive_int
 from servekit.options import Option, switch
 from sim.engine_model import UnknownProfileError, get_profile
 
@@ -126,6 +126,11 @@ PREFIX_SIZES: Option[tuple[tuple[str, float], ...]] = Option(
     "JSON file of key -> reusable-prefix blocks; these win over the routers' reported sizes",
     metavar="FILE", shown_default="none",
 )  # fmt: skip
+PLAN_RETENTION = Option(
+    "plan_retention", 50, non_negative_int,
+    "stored plan versions the leader keeps per pool, newest first, beside the active one, the "
+    "rollback target and the guard's (0: keep every version; controlplane/lifecycle/retention.py)",
+)  # fmt: skip
 GUARD_ALL_ROLLOUTS = switch("guard_all_rollouts", "guard every rollout, not only automatic mode's")
 
 LIFECYCLE_OPTIONS: tuple[Option[Any], ...] = (
@@ -133,7 +138,7 @@ LIFECYCLE_OPTIONS: tuple[Option[Any], ...] = (
     SHADOW_RECENT_MINUTES, SHADOW_PROFILE, SHADOW_MIN_SAMPLES, SHADOW_INCONCLUSIVE, GUARD_WINDOW,
     GUARD_SETTLE, GUARD_MAX_REGRESSION, GUARD_FLOOR, GUARD_MIN_SAMPLES, GUARD_ACTION,
     GUARD_ALL_ROLLOUTS, CACHE_BUDGET, BYTE_RANK,
-    PREFIX_SIZES,
+    PREFIX_SIZES, PLAN_RETENTION,
 )  # fmt: skip
 
 
@@ -159,4 +164,5 @@ def lifecycle_values(args: argparse.Namespace) -> dict[str, Any]:
         "cache_budget": CACHE_BUDGET.value(args),
         "byte_rank": BYTE_RANK.value(args),
         "prefix_sizes": dict(PREFIX_SIZES.value(args)),
+        "plan_retention": PLAN_RETENTION.value(args),
     }

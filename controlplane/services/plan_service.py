@@ -25,6 +25,7 @@ from controlplane.lifecycle.plans import (
     rollback,
     rollout,
 )
+from controlplane.lifecycle.retention import DEFAULT_KEEP, prune
 from controlplane.lifecycle.rollout_gates import RolloutGate
 from controlplane.lifecycle.shadow import ShadowBudget, shadow_plan
 from controlplane.lifecycle.status import TtftOf, cluster_status
@@ -59,7 +60,9 @@ class PlanServicer(admin_pb2_grpc.PlanServiceServicer):
         store: str = "",
         budget: ShadowBudget | None = None,
         ttft_of: TtftOf | None = None,
+        retention: int = DEFAULT_KEEP,
     ) -> None:
+        self.retention = retention
         self._budget = budget or ShadowBudget()
         self._ttft_of = ttft_of
         self._clock = clock
@@ -220,3 +223,16 @@ class PlanServicer(admin_pb2_grpc.PlanServiceServicer):
         self, request: admin_pb2.ListAuditRequest, context: Context
     ) -> admin_pb2.ListAuditResponse:
         return await list_audit(self._stores, request)
+
+    @rpc
+    async def PrunePlans(  # noqa: N802
+        self, request: admin_pb2.PrunePlansRequest, context: Context
+    ) -> admin_pb2.PrunePlansResponse:
+        return await prune(
+            self._stores,
+            request.pool,
+            keep=request.keep or self.retention or DEFAULT_KEEP,
+            actor=actor_of(request.actor, context),
+            now_ms=self._clock(),
+            dry_run=request.dry_run,
+        )

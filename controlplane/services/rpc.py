@@ -24,6 +24,7 @@ from google.protobuf.message import Message
 
 from cacheroute_state.interfaces import (
     ConflictError,
+    PlanInUseError,
     PlanMismatchError,
     PlanNotFoundError,
     StoreUnavailableError,
@@ -49,6 +50,7 @@ _CODES: tuple[tuple[type[BaseException], grpc.StatusCode], ...] = (
     (PlanNotFoundError, grpc.StatusCode.NOT_FOUND),
     (NodeNotFoundError, grpc.StatusCode.NOT_FOUND),
     (ConflictError, grpc.StatusCode.FAILED_PRECONDITION),
+    (PlanInUseError, grpc.StatusCode.FAILED_PRECONDITION),
     (PreconditionError, grpc.StatusCode.FAILED_PRECONDITION),
     (PlanMismatchError, grpc.StatusCode.ALREADY_EXISTS),
     (NodeIdTakenError, grpc.StatusCode.ALREADY_EXISTS),

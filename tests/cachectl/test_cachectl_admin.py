@@ -401,3 +401,37 @@ async def test_audit_shows_who_did_what_filtered_by_pool_actor_action_and_time(
     assert (await cli.json("audit", "--pool", "blue"))["events"][0]["detail"] == "gpu-9"
     assert "no audit events match" in await cli.ok("audit", "--by", "nobody")
     assert "--since" in await cli.refused("audit", "--since", "yesterday")
+
+
+async def test_plan_prune_keeps_the_newest_the_active_and_the_rollback_target(
+    cli: Cli, stores: Stores, tmp_path: Path
+) -> None:
+    await add_plan_nodes(cli)
+    versions = []
+    for seed in range(21, 27):  # six versions, oldest first
+        path, version = write_plan(tmp_path, seed)
+        await cli.ok("plan", "import", str(path))
+        versions.append(version)
+        await asyncio.sleep(0.002)  # a strict creation order (ms stamps)
+    oldest, second, *_ = versions
+    await cli.ok("plan", "rollout", second, *SKIP_ARGS)
+    await cli.ok("plan", "rollout", oldest, *SKIP_ARGS)  # active: the oldest; target: second
+    dry = await cli.json("plan", "prune", "--keep", "2", "--dry-run")
+    assert dry["protected"] == {oldest: "active", second: "rollback target"}
+    assert len(dry["removed"]) == 2 and await stores.plans.get_metadata(
+        "default", dry["removed"][0]
+    )
+    pruned = await cli.json("plan", "prune", "--keep", "2")
+    assert sorted(pruned["removed"]) == sorted(dry["removed"])
+    left = {m.version for m in await stores.plans.list_plans("default", 100)}
+    assert {oldest, second} <= left and len(left) == 4
+    for gone in pruned["removed"]:
+        assert await stores.plans.get_table_bytes("default", gone) is None
+    (event,) = [e for e in await stores.plans.read_audit("default", 100) if e.action == "prune"]
+    assert event.actor == "tester" and all(v in event.detail for v in pruned["removed"])
+    # the rollback still works: its target was kept
+    back = await cli.ok("plan", "rollback", *SKIP_ARGS)
+    assert f"active {second}" in back
+    table = await cli.ok("plan", "prune", "--keep", "1")
+    assert "kept: active" in table and "kept: rollback target" in table
+    assert "--keep must be >= 1" in await cli.refused("plan", "prune", "--keep", "0")

@@ -802,6 +802,85 @@ class SetAutoModeRequest(_message.Message):
 Global___SetAutoModeRequest: _TypeAlias = SetAutoModeRequest  # noqa: Y015
 
 @_typing.final
+class PrunePlansRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    POOL_FIELD_NUMBER: _builtins.int
+    KEEP_FIELD_NUMBER: _builtins.int
+    DRY_RUN_FIELD_NUMBER: _builtins.int
+    ACTOR_FIELD_NUMBER: _builtins.int
+    pool: _builtins.str
+    keep: _builtins.int
+    """Newest versions kept whatever else holds (0 means the control plane's --plan-retention)."""
+    dry_run: _builtins.bool
+    """Say what would go, delete nothing."""
+    actor: _builtins.str
+    def __init__(
+        self,
+        *,
+        pool: _builtins.str = ...,
+        keep: _builtins.int = ...,
+        dry_run: _builtins.bool = ...,
+        actor: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "dry_run", b"dry_run", "keep", b"keep", "pool", b"pool"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PrunePlansRequest: _TypeAlias = PrunePlansRequest  # noqa: Y015
+
+@_typing.final
+class PrunePlansResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class ProtectedEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    REMOVED_FIELD_NUMBER: _builtins.int
+    PROTECTED_FIELD_NUMBER: _builtins.int
+    KEPT_FIELD_NUMBER: _builtins.int
+    kept: _builtins.int
+    @_builtins.property
+    def removed(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def protected(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """Kept beyond the newest `keep`, and why ("active", "rollback target", "guard")."""
+
+    def __init__(
+        self,
+        *,
+        removed: _abc.Iterable[_builtins.str] | None = ...,
+        protected: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+        kept: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["kept", b"kept", "protected", b"protected", "removed", b"removed"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PrunePlansResponse: _TypeAlias = PrunePlansResponse  # noqa: Y015
+
+@_typing.final
 class ListAuditRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
