@@ -176,8 +176,10 @@ async def rollouts(address: str, every: float, until: float, log: list[dict[str,
             try:
                 built = await plans.BuildPlan(admin_pb2.BuildPlanRequest(pool="default"))
                 version = built.metadata.version
-                # forced past the shadow gate (audited): a soak tests the rollout path, not plans
-                request = admin_pb2.RolloutRequest(pool="default", version=version, force=True)
+                # past the shadow gate by name (audited): a soak tests the rollout path, not plans
+                request = admin_pb2.RolloutRequest(
+                    pool="default", version=version, skip_gates=["shadow"], reason="soak"
+                )
                 await plans.Rollout(request)
                 entry["version"] = version
             except grpc.aio.AioRpcError as exc:

@@ -12,7 +12,7 @@ import argparse
 import getpass
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -36,14 +36,28 @@ _OPTIONS = (
     ("grpc.max_send_message_length", 256 * 1024 * 1024),
 )
 Resp = TypeVar("Resp")
+M = TypeVar("M", bound=Message)
 
 
 class AdminError(CliError):
-    """The control plane refused a call or could not be reached; ``code`` says which."""
+    """The control plane refused a call or could not be reached; ``code`` says which, and
+    ``trailing`` holds the status's typed details (read them with :meth:`detail`)."""
 
-    def __init__(self, message: str, code: grpc.StatusCode) -> None:
+    def __init__(
+        self,
+        message: str,
+        code: grpc.StatusCode,
+        trailing: Sequence[tuple[str, str | bytes]] = (),
+    ) -> None:
         super().__init__(message)
         self.code = code
+        self.trailing = tuple(trailing)
+
+    def detail(self, kind: type[M]) -> M | None:
+        """The refusal's typed detail of type ``kind`` (e.g. ``ActivationRefused``), if sent."""
+        from servekit.status_details import unpack_details  # noqa: PLC0415 - imports grpc
+
+        return unpack_details(self.trailing, kind)
 
 
 def add_target_flags(parser: argparse.ArgumentParser) -> None:
@@ -131,7 +145,8 @@ class AdminClient:
         try:
             return method(request, timeout=self.timeout_s, metadata=self.metadata)
         except grpc.RpcError as exc:
-            raise AdminError(self.describe(exc), exc.code()) from None
+            trailing = exc.trailing_metadata() if isinstance(exc, grpc.Call) else None
+            raise AdminError(self.describe(exc), exc.code(), trailing or ()) from None
 
     def describe(self, exc: grpc.RpcError) -> str:
         import grpc  # noqa: PLC0415

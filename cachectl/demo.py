@@ -195,8 +195,12 @@ async def _run(
     _say(args, "building a plan from the rates the routers reported, rolling it out ...")
     t = time.monotonic()
     built = await cluster.build_plan(note=f"cachectl demo, {args.qps:g} req/s {args.workload}")
-    # Forced past the shadow gate: the demo measures the plan against Flat-LB itself (phase 2).
-    pointer = await cluster.rollout(built.metadata.version, force=True)
+    # Past the shadow gate only: the demo measures the plan against Flat-LB itself (phase 2).
+    pointer = await cluster.rollout(
+        built.metadata.version,
+        skip_gates=("shadow",),
+        reason="local demo: phase 2 measures the plan against Flat-LB itself",
+    )
     acks = await cluster.wait_acks(pointer.generation)
     plan = plan_dict(built, pointer.generation, sorted(a.router_id for a in acks))
     await cluster.reset_caches()

@@ -58,9 +58,10 @@ def register(sub: Any) -> None:
     )
     target.add_argument(
         "--openai",
+        action="append",
         metavar="URL",
         help="base URL of an OpenAI-compatible server (the router's HTTP front, an engine, "
-        "vLLM), e.g. http://127.0.0.1:8080",
+        "vLLM), e.g. http://127.0.0.1:8080 (repeatable: requests go round-robin over them)",
     )
     add("--api-key", help="bearer token for --openai (default: none)")
     add(
@@ -156,8 +157,10 @@ async def run(
     return outcomes, summarize(outcomes, nodes)
 
 
-def summary_rows(summary: Summary) -> list[list[object]]:
-    return [
+def summary_rows(summary: Summary, *, routed: bool = True) -> list[list[object]]:
+    """The table of ``load``; without ``routed`` (``--openai``: no Route call is made, so no
+    route latency is measured) the route-latency row is left out rather than shown as zero."""
+    rows: list[list[object]] = [
         ["requests (measured)", summary.requests],
         ["completed", summary.completed],
         ["failed", summary.failed],
@@ -171,6 +174,7 @@ def summary_rows(summary: Summary) -> list[list[object]]:
         ["decisions by reason", _counts(summary.reasons)],
         ["errors", _counts(summary.errors) or "none"],
     ]
+    return [row for row in rows if routed or not str(row[0]).startswith("route latency")]
 
 
 def _counts(counts: dict[str, int]) -> str:
@@ -184,22 +188,23 @@ def _load(args: argparse.Namespace) -> int:
     except (aiohttp.ClientError, OSError, RuntimeError) as exc:
         if not args.openai:
             raise
-        raise CliError(f"--openai {args.openai}: {exc}") from None
+        raise CliError(f"--openai {' '.join(args.openai)}: {exc}") from None
     if args.json:
-        print_json(
-            {
-                "workload": args.workload,
-                "qps": args.qps,
-                "duration_s": args.duration,
-                "warmup_s": args.warmup,
-                "seed": args.seed,
-                "routers": args.router or [],
-                "openai": args.openai,
-                **summary.to_dict(),
-            }
-        )
+        document = {
+            "workload": args.workload,
+            "qps": args.qps,
+            "duration_s": args.duration,
+            "warmup_s": args.warmup,
+            "seed": args.seed,
+            "routers": args.router or [],
+            "openai": args.openai or [],
+            **summary.to_dict(),
+        }
+        if args.openai:  # no Route call was made: no route latency was measured
+            document["route_p50_ms"] = document["route_p99_ms"] = None
+        print_json(document)
     else:
-        print_table(("METRIC", "VALUE"), summary_rows(summary))
+        print_table(("METRIC", "VALUE"), summary_rows(summary, routed=not args.openai))
         engines = sorted(summary.per_engine.items())
         print()
         print_table(("ENGINE", "REQUESTS"), [[n, c] for n, c in engines])

@@ -32,6 +32,8 @@ GROUPS: dict[str, tuple[str, str]] = {
     "sim": ("cachectl.sim_cmd", "simulate policies on workloads"),
     "nodes": ("cachectl.nodes_cmd", "list, add, remove, drain nodes"),
     "status": ("cachectl.status_cmd", "active plans, router ACK/NACKs, nodes"),
+    "audit": ("cachectl.audit_cmd", "who did what, when (the audit trail)"),
+    "knee": ("cachectl.knee_cmd", "find one engine's knee (its q_cap) with the load generator"),
     "load": ("cachectl.load_cmd", "replay a workload through Route against a running cluster"),
     "demo": (
         "cachectl.demo",

@@ -129,7 +129,8 @@ def _print_plan(summary: admin_pb2.PlanSummary, verb: str) -> None:
         if summary.destinations.missing_warm:
             print(
                 "warning: a rollout of this plan is refused until its warm destinations are "
-                "registered nodes of the pool (`cachectl nodes list`), or forced with --force"
+                "registered nodes of the pool (`cachectl nodes list`), or with "
+                "--skip-gate destinations --reason TEXT"
             )
     line = replan_line(meta)
     if line:
@@ -289,28 +290,59 @@ def _print_pointer(args: argparse.Namespace, pointer: cluster_pb2.ActivePointer)
     return 0
 
 
+def _skips(args: argparse.Namespace) -> list[str]:
+    """``--skip-gate`` names (the server checks them against its gates); ``--force`` is gone."""
+    if getattr(args, "force", False):
+        raise CliError(
+            "--force is gone: name the gates to go past, e.g. --skip-gate shadow --reason TEXT "
+            "(gates: destinations, shadow; each skip is recorded in the audit)"
+        )
+    skips: list[str] = list(args.skip_gate or [])
+    if skips and not (args.reason or "").strip():
+        raise CliError("--skip-gate needs --reason TEXT (the audit records why)")
+    return skips
+
+
+def _moved(
+    args: argparse.Namespace, client: Any, method: Any, request: Any
+) -> cluster_pb2.ActivePointer | None:
+    """The pointer after a move, or None when gates refused it: their typed refusal (read from
+    the status details, never the message) is printed, as JSON on stdout with ``--json``."""
+    try:
+        pointer: cluster_pb2.ActivePointer = client.call(method, request)
+    except AdminError as exc:
+        refused = exc.detail(admin_pb2.ActivationRefused)
+        if refused is None:
+            raise
+        if args.json:
+            print_json({"refused": to_json(refused)})
+        print(f"cachectl: {exc}", file=sys.stderr)
+        gates = " ".join(f"--skip-gate {r.gate}" for r in refused.refusals)
+        print(
+            f"refused by: {', '.join(r.gate for r in refused.refusals)} ({gates})", file=sys.stderr
+        )
+        return None  # the gates said no: a decision, not a usage error (exit 1)
+    return pointer
+
+
 def _rollout(args: argparse.Namespace) -> int:
     request = admin_pb2.RolloutRequest(
         pool=args.pool or "", version=args.version, actor=actor_of(args), reason=args.reason or ""
     )
-    request.force = bool(args.force)
+    request.skip_gates.extend(_skips(args))
     if args.expect_generation is not None:
         request.expected_generation = args.expect_generation
     with connect(args) as client:
-        try:
-            pointer = client.call(client.plans.Rollout, request)
-        except AdminError as exc:
-            if exc.code.name == "FAILED_PRECONDITION" and "refused (shadow:" in str(exc):
-                print(f"cachectl: {exc}", file=sys.stderr)
-                return 1  # the shadow gate said no: a decision, not a usage error
-            raise
+        pointer = _moved(args, client, client.plans.Rollout, request)
+        if pointer is None:
+            return 1
         try:
             shown = client.call(
                 client.plans.GetPlan,
                 admin_pb2.GetPlanRequest(pool=pointer.pool, version=pointer.version, top_keys=1),
             )
             check: admin_pb2.DestinationCheck | None = shown.summary.destinations
-        except AdminError:  # rolled out (forced) but not readable: the routers will NACK it
+        except AdminError:  # rolled out but not readable: the routers will NACK it
             check = None
     if args.json:
         print_json({**to_json(pointer), "destinations": to_json(check) if check else None})
@@ -335,10 +367,33 @@ def _rollback(args: argparse.Namespace) -> int:
         pool=args.pool or "", to_version=args.to or "", actor=actor_of(args)
     )
     request.reason = args.reason or ""
+    request.skip_gates.extend(_skips(args))
     if args.expect_generation is not None:
         request.expected_generation = args.expect_generation
     with connect(args) as client:
-        return _print_pointer(args, client.call(client.plans.Rollback, request))
+        pointer = _moved(args, client, client.plans.Rollback, request)
+    return 1 if pointer is None else _print_pointer(args, pointer)
+
+
+def _prune(args: argparse.Namespace) -> int:
+    """``plan prune``: delete old versions; never the active one or the rollback target."""
+    if args.keep is not None and args.keep < 1:
+        raise CliError(f"--keep must be >= 1, got {args.keep}")
+    request = admin_pb2.PrunePlansRequest(
+        pool=args.pool or "", keep=args.keep or 0, dry_run=args.dry_run, actor=actor_of(args)
+    )
+    with connect(args) as client:
+        answer = client.call(client.plans.PrunePlans, request)
+    if args.json:
+        print_json(to_json(answer))
+        return 0
+    verb = "would remove" if args.dry_run else "removed"
+    print(f"kept the newest {answer.kept}; {verb} {len(answer.removed)}")
+    rows: list[list[object]] = [[v, verb] for v in answer.removed]
+    rows += [[v, f"kept: {why}"] for v, why in sorted(answer.protected.items())]
+    if rows:
+        print_table(("VERSION", "OUTCOME"), rows)
+    return 0
 
 
 def _shadow(args: argparse.Namespace) -> int:
@@ -418,20 +473,33 @@ def register(sub: Any) -> None:
         p = _parser(sub, name, help_text, handler)
         if name == "rollout":
             p.add_argument("version", metavar="VERSION", help="plan version (p + 16 hex digits)")
-            p.add_argument(
-                "--force",
-                action="store_true",
-                help="roll out although a check refuses (warm destinations that are not "
-                "registered nodes, no passing shadow verdict); recorded in the audit with the "
-                "actor",
-            )
         elif name == "rollback":
             p.add_argument("--to", metavar="VERSION", help="default: the previous active one")
+        if name in ("rollout", "rollback"):
+            p.add_argument(
+                "--skip-gate", action="append", metavar="GATE",
+                help="go past this gate although it refuses: destinations (warm destinations "
+                "that are not registered nodes) or shadow (no passing shadow verdict); "
+                "repeatable, needs --reason, recorded in the audit with the actor",
+            )  # fmt: skip
+            p.add_argument("--force", action="store_true", help=argparse.SUPPRESS)
         p.add_argument(
             "--expect-generation", type=_generation, metavar="G",
             help="apply only if the active generation is still G (default: as read just before)",
         )  # fmt: skip
         p.add_argument("--reason", help="recorded in the audit trail")
+
+    p = _parser(
+        sub, "prune",
+        "delete stored versions beyond the newest N; never the active one, the rollback target "
+        "or the live guard's (audited)",
+        _prune,
+    )  # fmt: skip
+    p.add_argument(
+        "--keep", type=int, metavar="N",
+        help="newest versions to keep (default: the control plane's --plan-retention)",
+    )  # fmt: skip
+    p.add_argument("--dry-run", action="store_true", help="say what would go, delete nothing")
 
     p = _parser(sub, "shadow", "replay a version against Flat-LB and record the verdict", _shadow)
     p.add_argument("version", metavar="VERSION")

@@ -38,6 +38,8 @@ def router_rows(pool: admin_pb2.PoolStatus) -> list[list[object]]:
         answer = "ACK" if ack.accepted else "NACK"
         if ack.accepted and not current:
             answer = "ACK(old)"
+        if ack.accepted and not ack.generation and not ack.version:  # applied nothing yet
+            answer = "starting" if pool.active.generation else "no plan"
         rows.append(
             [
                 ack.router_id,
@@ -111,6 +113,11 @@ def _print_pool(pool: admin_pb2.PoolStatus) -> None:
         print_table(ROUTER_HEADERS, router_rows(pool))
     else:
         print("  routers: none reported")
+    if pool.routers_expired:
+        print(
+            f"  routers silent for more than 5 minutes, not shown: {pool.routers_expired} "
+            "(gone; a live router re-appears with its next heartbeat)"
+        )
     if pool.nodes:
         print_table(NODE_HEADERS, node_rows(list(pool.nodes)))
     else:

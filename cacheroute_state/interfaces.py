@@ -57,6 +57,10 @@ class CorruptRecordError(StoreError, DecodeError):
         self.generation = generation
 
 
+class PlanInUseError(StoreError):
+    """A plan that may not be deleted: the active version or the rollback target."""
+
+
 class PlanMismatchError(StoreError):
     """A version id is already stored with other content (a hash collision or a forged id)."""
 
@@ -113,6 +117,13 @@ class PlanStore(ABC):
     @abstractmethod
     async def previous_versions(self, pool: str, limit: int = 10) -> list[str]:
         """Versions active before the current one, newest first."""
+
+    @abstractmethod
+    async def delete_plan(self, pool: str, version: str) -> bool:
+        """Delete a stored version (table, metadata, listing) at once; False when it was not
+        stored. :class:`PlanInUseError` for the active version or the rollback target (the
+        newest previous version other than the active one), checked in the same atomic step
+        as the delete, so a concurrent pointer move cannot race it."""
 
     @abstractmethod
     async def append_audit(self, event: cluster_pb2.AuditEvent) -> None: ...

@@ -12,6 +12,7 @@ from cacheroute_state.active_pointer import conflict_message, damaged
 from cacheroute_state.interfaces import (
     ConflictError,
     CorruptRecordError,
+    PlanInUseError,
     PlanMismatchError,
     PlanNotFoundError,
     PlanStore,
@@ -69,12 +70,30 @@ def _int(raw: bytes | str | None) -> int:
         return 0
 
 
+# KEYS: plan, meta, plans-zset, active, previous. ARGV: version. Returns 1 deleted, 0 not stored,
+# -1 in use (the active version, or the newest previous version other than it).
+_DELETE_PLAN = """
+local active = redis.call('HGET', KEYS[4], 'version') or ''
+if ARGV[1] == active then return -1 end
+for _, v in ipairs(redis.call('LRANGE', KEYS[5], 0, -1)) do
+  if v ~= active then
+    if v == ARGV[1] then return -1 end
+    break
+  end
+end
+if redis.call('ZREM', KEYS[3], ARGV[1]) == 0 then return 0 end
+redis.call('DEL', KEYS[1], KEYS[2])
+return 1
+"""
+
+
 class RedisPlanStore(PlanStore):
     def __init__(self, client: aioredis.Redis, clock: Clock = wall_ms) -> None:
         self._redis = client
         self._clock = clock
         self._put_plan = client.register_script(_PUT_PLAN)
         self._move_active = client.register_script(_MOVE_ACTIVE)
+        self._delete_plan = client.register_script(_DELETE_PLAN)
 
     @unavailable_on_redis_error
     async def put_plan(
@@ -192,6 +211,17 @@ class RedisPlanStore(PlanStore):
             message = conflict_message(pool, expected_generation, latest)
             raise ConflictError(message, latest)
         raise PlanNotFoundError(f"plan {version} not found in pool {pool}")
+
+    @unavailable_on_redis_error
+    async def delete_plan(self, pool: str, version: str) -> bool:
+        keys = [schema.plan_key(pool, version), schema.meta_key(pool, version)]
+        keys += [schema.pool_key(pool, part) for part in ("plans", "active", "previous")]
+        status = await self._delete_plan(keys=keys, args=[version])
+        if status == -1:
+            raise PlanInUseError(
+                f"plan {version} of pool {pool} is the active version or the rollback target"
+            )
+        return bool(status == 1)
 
     @unavailable_on_redis_error
     async def previous_versions(self, pool: str, limit: int = 10) -> list[str]:

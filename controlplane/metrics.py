@@ -134,7 +134,7 @@ class ControlPlaneMetrics:
         self.auto_rounds = Counter(
             "cacheroute_controlplane_auto_rounds",
             "Automatic-mode rounds by pool and outcome (rolled_out, shadow_failed, unchanged, "
-            "skipped, waiting, error).",
+            "refused, skipped, waiting, error).",
             ["pool", "outcome"],
             registry=r,
         )

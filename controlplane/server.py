@@ -41,9 +41,9 @@ from controlplane.errors import PreconditionError
 from controlplane.lifecycle.auto_mode import AutoPilot
 from controlplane.lifecycle.live_guard import GuardSettings, LiveGuard
 from controlplane.lifecycle.live_plan import BuildRequest, PlanDefaults, build_live_plan
-from controlplane.lifecycle.rollout_gates import DestinationGate
+from controlplane.lifecycle.retention import RETENTION_INTERVAL_S, prune_all
 from controlplane.lifecycle.shadow import ShadowBudget
-from controlplane.lifecycle.verdict_gate import ShadowVerdictGate
+from controlplane.lifecycle.verdict_gate import standard_gates
 from controlplane.metrics import ControlPlaneMetrics
 from controlplane.services.agent_service import AgentServicer
 from controlplane.services.agent_service import add_to_server as add_agent_service
@@ -113,6 +113,12 @@ class ControlPlane:
             seeds=config.shadow_seeds,
             iterations=config.shadow_iterations,
             recent_minutes=config.shadow_recent_minutes,
+            min_samples=config.shadow_min_samples,
+        )
+        # The one gate list of every pointer move to a plan (rollout, rollback, automatic mode,
+        # the live guard's rollback): controlplane.lifecycle.rollout_gates.
+        self.gates = standard_gates(
+            self.liveness, allow_inconclusive=config.shadow_inconclusive == "allow"
         )
         self.guard_settings = GuardSettings(
             window_s=config.guard_window_s,
@@ -189,7 +195,9 @@ class ControlPlane:
             clock=self.clock,
         )
         add_agent_service(self._agents, self.grpc.registry)
-        self.guard = LiveGuard(stores, self.ttft, self.guard_settings, self.metrics)
+        self.guard = LiveGuard(
+            stores, self.ttft, self.guard_settings, self.metrics, gates=self.gates
+        )
         admin_pb2_grpc.add_PlanServiceServicer_to_server(
             PlanServicer(
                 stores,
@@ -201,6 +209,8 @@ class ControlPlane:
                 store=self.store_description(),
                 budget=self.budget,
                 ttft_of=self.guard.pool_p99,
+                gates=self.gates,
+                retention=self.config.plan_retention,
             ),
             self.grpc.registry,
         )
@@ -283,11 +293,16 @@ class ControlPlane:
             self.metrics,
             defaults=self.defaults,
             liveness=self.liveness,
-            gates=[DestinationGate(self.liveness), ShadowVerdictGate()],
+            gates=self.gates,
             budget=self.budget,
             profile=cfg.shadow_profile,
         )
         self._spawn("auto", cfg.auto_interval_s, lambda _t: pilot.round_all(self.clock()))
+        if cfg.plan_retention > 0:
+            keep = cfg.plan_retention
+            self._spawn(
+                "retention", RETENTION_INTERVAL_S, lambda _t: prune_all(stores, keep, self.clock())
+            )
 
     def _spawn(
         self, name: str, interval_s: float, work: Callable[[int], Awaitable[object]]

@@ -97,6 +97,13 @@ SAMPLE_RATE = Option(
     fraction,
     "probability that a request is written to the sampled trace",
 )
+SAMPLE_FLOOR = Option(
+    "sample_floor",
+    D.sample_floor,
+    non_negative_float,
+    "samples per second the rate rises towards (up to 1) when traffic is too thin for "
+    "--sample-rate to give a shadow replay enough (0: a fixed rate)",
+)
 SAMPLE_INTERVAL = Option(
     "sample_interval",
     D.sample_interval_s,
@@ -262,7 +269,8 @@ HTTP_MODEL_POOL = list_option(
 )
 OPTIONS = OptionSet(
     LISTEN, REDIS_URL, ROUTER_ID, POLICY, SEED, TABLE_INTERVAL, ACK_INTERVAL, LOAD_INTERVAL,
-    REPORT_INTERVAL, TOP_KEYS, SAMPLE_RATE, SAMPLE_INTERVAL, SAMPLE_BUFFER, CORRECTION_HORIZON,
+    REPORT_INTERVAL, TOP_KEYS, SAMPLE_RATE, SAMPLE_FLOOR, SAMPLE_INTERVAL, SAMPLE_BUFFER,
+    CORRECTION_HORIZON,
     PANIC_THRESHOLD, LOAD_MAX_AGE, OUTLIER_CONSECUTIVE_FAILURES, OUTLIER_BASE_EJECTION,
     OUTLIER_MAX_EJECTION, OUTLIER_MAX_EJECTED_SHARE, AUTH_FILE, ALLOW_UNAUTHENTICATED,
     HEALTH_FEEDBACK_SHARE, HEALTH_FEEDBACK_FROM, PLANNING_RATE_LIMIT, MAX_MESSAGE_BYTES,
@@ -343,6 +351,7 @@ def config_from(args: argparse.Namespace) -> RouterConfig:
         report_interval_s=REPORT_INTERVAL.value(args),
         sample_interval_s=SAMPLE_INTERVAL.value(args),
         sample_rate=SAMPLE_RATE.value(args),
+        sample_floor=SAMPLE_FLOOR.value(args),
         sample_buffer=SAMPLE_BUFFER.value(args),
         top_keys=TOP_KEYS.value(args),
         correction_horizon_s=CORRECTION_HORIZON.value(args),

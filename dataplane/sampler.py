@@ -6,6 +6,15 @@ distribution (the same process), so the hot path is one decrement. A sampled req
 a ``SampledRequest`` (with its prefix blocks, for shadow replay of the history policies) and kept
 in a buffer of at most ``capacity``; the :class:`SampleReporter` writes the buffer to Redis once a
 ``interval_s``. When the buffer is full or Redis is away, samples are dropped and counted.
+
+**Thin traffic.** At 1% a router serving 2 req/s samples 12 requests in 10 minutes, too few for a
+shadow replay to judge (``--shadow-min-samples``). With ``floor_per_s`` > 0 (``--sample-floor``)
+the rate adapts once per write: from the samples taken in the last interval the router estimates
+its request rate (samples / rate) and sets the rate to what yields ``floor_per_s`` samples a
+second, never below the configured rate and never above 1; an interval with no sample (traffic
+too thin to estimate) quadruples it. The estimate needs no per-request counter: the hot path is
+unchanged. Rates that vary over time change the sampled stream's shape only where traffic itself
+changed, and the replay rescales arrival times anyway (:mod:`sim.shadow_replay`).
 """
 
 from __future__ import annotations
@@ -37,7 +46,10 @@ class Sampler:
         "_on_dropped",
         "_rng",
         "_skip",
+        "_taken",
+        "base_rate",
         "capacity",
+        "floor_per_s",
         "rate",
         "router_id",
     )
@@ -50,10 +62,15 @@ class Sampler:
         capacity: int = 10_000,
         seed: int | None = None,
         on_dropped: Callable[[int], None] = lambda n: None,
+        floor_per_s: float = 0.0,
     ) -> None:
         if not 0.0 <= rate <= 1.0:
             raise ValueError(f"sample rate must be in [0, 1], got {rate}")
-        self.rate = rate
+        if floor_per_s < 0:
+            raise ValueError(f"sample floor must be >= 0, got {floor_per_s}")
+        self.rate = self.base_rate = rate
+        self.floor_per_s = floor_per_s
+        self._taken = 0
         self.router_id = router_id
         self.capacity = capacity
         self._rng = random.Random(seed)
@@ -75,7 +92,27 @@ class Sampler:
         self._skip -= 1
         return self._skip < 0
 
+    def _set_rate(self, rate: float) -> None:
+        self.rate = rate
+        self._log_keep = math.log1p(-rate) if 0.0 < rate < 1.0 else 0.0
+        self._skip = self._gap()
+
+    def adapt(self, interval_s: float) -> None:
+        """Re-aim the rate at ``floor_per_s`` from the last interval's samples (module doc)."""
+        taken, self._taken = self._taken, 0
+        if self.floor_per_s <= 0 or self.base_rate <= 0 or interval_s <= 0:
+            return
+        if taken == 0:
+            wanted = self.rate * 4.0
+        else:
+            requests_per_s = taken / self.rate / interval_s
+            wanted = self.floor_per_s / requests_per_s
+        wanted = min(1.0, max(self.base_rate, wanted))
+        if wanted != self.rate:
+            self._set_rate(wanted)
+
     def add(self, inp: RouteInput, outcome: RouteOutcome, now: float) -> None:
+        self._taken += 1
         self._skip = self._gap()
         if len(self._buffer) >= self.capacity:
             self._on_dropped(1)
@@ -135,4 +172,5 @@ class SampleReporter:
     async def run(self) -> None:
         while True:
             await asyncio.sleep(self.interval_s)
+            self._sampler.adapt(self.interval_s)
             await self.flush()

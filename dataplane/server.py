@@ -99,6 +99,9 @@ class RouterConfig:
     report_interval_s: float = 5.0
     sample_interval_s: float = 1.0
     sample_rate: float = 0.01
+    sample_floor: float = (
+        1.0  # samples/s the rate rises to reach on thin traffic (dataplane.sampler)
+    )
     sample_buffer: int = 10_000
     top_keys: int = 4096
     correction_horizon_s: float = 5.0
@@ -131,6 +134,7 @@ class RouterServer:
             capacity=config.sample_buffer,
             seed=config.seed,
             on_dropped=lambda n: self.metrics.dropped("samples", n),
+            floor_per_s=config.sample_floor,
         )
         self.router = Router(
             policy=config.policy,

@@ -196,6 +196,7 @@ class TableWatcher:
             self._corrupt.discard(pool)
             log.info("active pointer record readable again", pool=pool)
         if pointer is None:
+            self._announce(pool)
             return
         state = self._router.add_pool(pool)
         wanted = (pointer.generation, pointer.version)
@@ -255,6 +256,12 @@ class TableWatcher:
             keys=table.num_keys, decode_ms=round((time.perf_counter() - started) * 1000, 1),
         )  # fmt: skip
         self._ack(pointer, accepted=True, reason="")
+
+    def _announce(self, pool: str) -> None:
+        """No plan in ``pool`` yet: ACK generation 0, so ``status`` lists this router."""
+        self._router.add_pool(pool)
+        if pool not in self.acks:
+            self._ack(cluster_pb2.ActivePointer(pool=pool), accepted=True, reason="")
 
     def _corrupt_pointer(self, pool: str, exc: Exception) -> None:
         self._router.add_pool(pool)

@@ -1,5 +1,6 @@
-"""Shared fixtures: the trace folder, a real redis-server on a free loopback port, and the
-in-memory state twin (``memory_url``, ``memory_stores``) for logic that does not need Redis.
+"""Shared fixtures: the trace folder, a real redis-server on a free loopback port, the
+in-memory state twin (``memory_url``, ``memory_stores``) for logic that does not need Redis, and
+``lag``, the schedule-lag meter that timing bounds are claimed through.
 
 Property tests are derandomized by default, so ``make test`` and CI run the same examples every
 time and a newcomer's first run cannot fail on a fresh random draw; ``HYPOTHESIS_PROFILE=explore``
@@ -19,6 +20,7 @@ from hypothesis import settings
 
 from cacheroute_state import Stores, memory, open_stores
 from cacheroute_state.embedded import EmbeddedRedis
+from tests.support.timing import LagMeter
 
 settings.register_profile("repeatable", derandomize=True, print_blob=True)
 settings.register_profile("explore", derandomize=False, max_examples=1000, print_blob=True)
@@ -33,6 +35,14 @@ def traces_dir() -> Path:
     if not TRACES.is_dir():
         pytest.skip(f"trace folder {TRACES} is absent (it sits beside the project in CI)")
     return TRACES
+
+
+@pytest.fixture
+def lag() -> Iterator[LagMeter]:
+    """This test's schedule lag, measured from its start: timing bounds are claimed through
+    ``lag.claim`` so a busy machine skips them with the numbers (tests/support/timing.py)."""
+    with LagMeter() as meter:
+        yield meter
 
 
 @pytest.fixture(scope="session")

@@ -349,11 +349,16 @@ class LocalCluster:
         return await self._admin("plans", "BuildPlan", request)  # type: ignore[no-any-return]
 
     async def rollout(
-        self, version: str, actor: str = "cachectl-demo", *, force: bool = False
+        self,
+        version: str,
+        actor: str = "cachectl-demo",
+        *,
+        skip_gates: tuple[str, ...] = (),
+        reason: str = "local demo",
     ) -> cluster_pb2.ActivePointer:
-        """``plan rollout``; ``force`` goes past the rollout gates (audited)."""
+        """``plan rollout``; ``skip_gates`` go past those gates by name (audited with reason)."""
         request = admin_pb2.RolloutRequest(
-            pool=self.spec.pool, version=version, actor=actor, reason="local demo", force=force
+            pool=self.spec.pool, version=version, actor=actor, reason=reason, skip_gates=skip_gates
         )
         return await self._admin("plans", "Rollout", request)  # type: ignore[no-any-return]
 

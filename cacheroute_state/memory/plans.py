@@ -12,6 +12,7 @@ from cacheroute_state.interfaces import (
     CorruptRecordError,
     Hint,
     HintKind,
+    PlanInUseError,
     PlanMismatchError,
     PlanNotFoundError,
     PlanStore,
@@ -140,6 +141,26 @@ class MemoryPlanStore(PlanStore):
         )
         s.publish(Hint(HintKind.TABLE, pool, str(generation).encode()))
         return pointer
+
+    async def delete_plan(self, pool: str, version: str) -> bool:
+        s = self._s
+        s.check()
+        pointer = await self.get_active(pool)
+        active = pointer.version if pointer is not None else ""
+        target = next(
+            (v for v in s.lists.get(schema.pool_key(pool, "previous"), []) if v != active), None
+        )
+        if version in (active, target):
+            raise PlanInUseError(
+                f"plan {version} of pool {pool} is the active version or the rollback target"
+            )
+        listed = s.sorted.get(schema.pool_key(pool, "plans"), {})
+        if version not in listed:
+            return False
+        del listed[version]
+        s.strings.pop(schema.plan_key(pool, version), None)
+        s.strings.pop(schema.meta_key(pool, version), None)
+        return True
 
     async def previous_versions(self, pool: str, limit: int = 10) -> list[str]:
         self._s.check()

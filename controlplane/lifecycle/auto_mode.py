@@ -12,10 +12,12 @@ leader runs one round per pool whose mode is on:
 3. shadow-replay it on the routers' sampled trace
    (:func:`controlplane.lifecycle.shadow.shadow_plan`, with the configured budget ``--shadow-*``),
    which records the verdict on the version;
-4. roll out a passing plan through the normal path (:func:`controlplane.lifecycle.plans.rollout`,
-   every rollout gate included), as ``automatic-mode``, compare-and-set against the generation read
-   at the round's start (a pointer moved meanwhile, by an operator or the guard, wins); a failing
-   one stays stored, not active. A rollout of this mode that the guard has not yet picked up
+4. roll out a plan that did not fail through the normal path
+   (:func:`controlplane.lifecycle.plans.rollout`, every rollout gate included, none skipped: the
+   shadow gate decides on an inconclusive verdict by the operator's ``--shadow-inconclusive``
+   rule), as ``automatic-mode``, compare-and-set against the generation read at the round's start
+   (a pointer moved meanwhile, by an operator or the guard, wins); a failing or refused one stays
+   stored, not active. A rollout of this mode that the guard has not yet picked up
    also makes the next round wait (the guard ticks every second, a round may start sooner).
 
 Each round's outcome goes into the record's ``last_decision`` (``cachectl status`` shows it), a
@@ -36,7 +38,7 @@ from controlplane.errors import PreconditionError
 from controlplane.lifecycle.live_guard import AUTO_ACTOR
 from controlplane.lifecycle.live_plan import BuildRequest, PlanDefaults, build_live_plan
 from controlplane.lifecycle.plans import rollout
-from controlplane.lifecycle.rollout_gates import RolloutGate
+from controlplane.lifecycle.rollout_gates import ActivationRefusedError, RolloutGate
 from controlplane.lifecycle.shadow import ShadowBudget, shadow_plan
 from controlplane.metrics import ControlPlaneMetrics
 from dataplane.core.names import validate_pool
@@ -44,6 +46,12 @@ from dataplane.core.names import validate_pool
 log = structlog.get_logger("controlplane.auto")
 Phase = cluster_pb2.GuardState.Phase
 PASS = table_pb2.ShadowVerdict.Outcome.OUTCOME_PASS
+INCONCLUSIVE = table_pb2.ShadowVerdict.Outcome.OUTCOME_INCONCLUSIVE
+
+
+def verdict_word(verdict: table_pb2.ShadowVerdict) -> str:
+    """``pass``, ``fail``, ``inconclusive`` ... of a verdict."""
+    return table_pb2.ShadowVerdict.Outcome.Name(verdict.outcome).removeprefix("OUTCOME_").lower()
 
 
 async def set_auto_mode(
@@ -144,14 +152,17 @@ class AutoPilot:
             )
         except (PreconditionError, ValueError) as exc:
             return "skipped", f"{version} not replayed: {exc}"
-        if verdict.outcome != PASS:
+        if verdict.outcome not in (PASS, INCONCLUSIVE):
             return "shadow_failed", f"{version} not rolled out: shadow {verdict.summary}"
         try:
             pointer = await rollout(
                 self._stores, pool, version, generation, actor=AUTO_ACTOR,
-                reason=f"automatic mode: shadow passed ({verdict.summary})",
+                reason=f"automatic mode: shadow {verdict_word(verdict)} ({verdict.summary})",
                 gates=self._gates, now_ms=now_ms,
             )  # fmt: skip
-        except (PreconditionError, ConflictError) as exc:  # refused, or the pointer moved
+        except ActivationRefusedError as exc:  # a gate said no (inconclusive, destinations)
+            gates = ", ".join(r.gate for r in exc.refusals)
+            return "refused", f"{version} not rolled out: refused by gate {gates}: {exc}"
+        except (PreconditionError, ConflictError) as exc:  # the pointer moved
             return "skipped", f"{version} not rolled out: {exc}"
         return "rolled_out", f"rolled out {version} at generation {pointer.generation}"

@@ -16,7 +16,8 @@ It **fires** only when both windows hold at least ``min_samples`` observations,
 ``after > before × (1 + max_regression)`` *and* ``after − before > floor_s`` (a relative
 bound, an absolute floor, a sample minimum: noise at low latency or low traffic does not fire
 it). Firing disables the plan (the routers fall back to
-Flat-LB) or rolls back to the version active before (``--guard-action``), as the actor
+Flat-LB) or rolls back to the version active before (``--guard-action``; the rollback passes the
+rollout gates like any other, and when they refuse the guard disables instead), as the actor
 ``live-guard``, with the numbers in the pointer move's audit detail; it also turns the pool's
 automatic mode off (an operator re-enables it), so a bad estimate cannot roll out again at once.
 A pointer moved by anyone else during the watch ends it ("superseded"). The state is one record
@@ -25,6 +26,7 @@ per pool (``GuardState``), shown by ``cachectl status``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import structlog
@@ -35,6 +37,7 @@ from cacheroute_state.interfaces import ConflictError
 from controlplane.core.ttft_window import TtftWindows, WindowQuantile
 from controlplane.errors import PreconditionError
 from controlplane.lifecycle.plans import disable, rollback
+from controlplane.lifecycle.rollout_gates import ActivationRefusedError, RolloutGate
 from controlplane.metrics import ControlPlaneMetrics
 
 log = structlog.get_logger("controlplane.guard")
@@ -94,7 +97,10 @@ class LiveGuard:
         windows: TtftWindows,
         settings: GuardSettings,
         metrics: ControlPlaneMetrics,
+        *,
+        gates: Sequence[RolloutGate] = (),
     ) -> None:
+        self._gates = list(gates)
         self._stores = stores
         self._windows = windows
         self.settings = settings
@@ -195,12 +201,17 @@ class LiveGuard:
         reason = f"live guard fired on {state.version}: {state.detail}"
         action = self.settings.action
         try:
+            moved: cluster_pb2.ActivePointer | None = None
             if action == "rollback" and state.from_version:
-                moved = await rollback(
-                    self._stores, pool, state.from_version, state.generation,
-                    actor=GUARD_ACTOR, reason=reason,
-                )  # fmt: skip
-            else:
+                try:
+                    moved = await rollback(
+                        self._stores, pool, state.from_version, state.generation,
+                        actor=GUARD_ACTOR, reason=reason, gates=self._gates,
+                        now_ms=state.decided_at_unix_ms,
+                    )  # fmt: skip
+                except ActivationRefusedError as exc:  # the gates said no: Flat-LB is safe
+                    reason += f"; rollback to {state.from_version} refused, disabled instead: {exc}"
+            if moved is None:
                 action = "disable"
                 moved = await disable(
                     self._stores, pool, state.generation, actor=GUARD_ACTOR, reason=reason

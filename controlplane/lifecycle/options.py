@@ -14,7 +14,7 @@ from typing import Any
 
 from controlplane.core.byte_admission import BYTE_RANKS
 from controlplane.core.live_sizes import load_sizes_file
-from servekit.flags import non_negative_float, positive_float, positive_int
+from servekit.flags import non_negative_float, non_negative_int, positive_float, positive_int
 from servekit.options import Option, switch
 from sim.engine_model import UnknownProfileError, get_profile
 
@@ -75,6 +75,17 @@ SHADOW_PROFILE = Option(
     "engine profile automatic mode's replays simulate (sim/engine_model.py names; empty: the 70B "
     "testbed profile)", shown_default="''",
 )  # fmt: skip
+SHADOW_MIN_SAMPLES = Option(
+    "shadow_min_samples", 300, positive_int,
+    "fewest sampled requests a shadow replay judges on; fewer give the verdict inconclusive "
+    "(controlplane/lifecycle/shadow.py)",
+)  # fmt: skip
+SHADOW_INCONCLUSIVE = Option(
+    "shadow_inconclusive", "refuse", str,
+    "what the shadow gate does with an inconclusive verdict: refuse the rollout, or allow it "
+    "on the other gates (controlplane/lifecycle/verdict_gate.py)",
+    choices=("refuse", "allow"),
+)  # fmt: skip
 GUARD_WINDOW = Option(
     "guard_window", 60.0, positive_float,
     "seconds of the live guard's before and after windows of pool p99 TTFT",
@@ -115,13 +126,19 @@ PREFIX_SIZES: Option[tuple[tuple[str, float], ...]] = Option(
     "JSON file of key -> reusable-prefix blocks; these win over the routers' reported sizes",
     metavar="FILE", shown_default="none",
 )  # fmt: skip
+PLAN_RETENTION = Option(
+    "plan_retention", 50, non_negative_int,
+    "stored plan versions the leader keeps per pool, newest first, beside the active one, the "
+    "rollback target and the guard's (0: keep every version; controlplane/lifecycle/retention.py)",
+)  # fmt: skip
 GUARD_ALL_ROLLOUTS = switch("guard_all_rollouts", "guard every rollout, not only automatic mode's")
 
 LIFECYCLE_OPTIONS: tuple[Option[Any], ...] = (
     MAX_CHURN, AUTO_INTERVAL, SHADOW_MAX_REQUESTS, SHADOW_SEEDS, SHADOW_ITERATIONS,
-    SHADOW_RECENT_MINUTES, SHADOW_PROFILE, GUARD_WINDOW, GUARD_SETTLE, GUARD_MAX_REGRESSION,
-    GUARD_FLOOR, GUARD_MIN_SAMPLES, GUARD_ACTION, GUARD_ALL_ROLLOUTS, CACHE_BUDGET, BYTE_RANK,
-    PREFIX_SIZES,
+    SHADOW_RECENT_MINUTES, SHADOW_PROFILE, SHADOW_MIN_SAMPLES, SHADOW_INCONCLUSIVE, GUARD_WINDOW,
+    GUARD_SETTLE, GUARD_MAX_REGRESSION, GUARD_FLOOR, GUARD_MIN_SAMPLES, GUARD_ACTION,
+    GUARD_ALL_ROLLOUTS, CACHE_BUDGET, BYTE_RANK,
+    PREFIX_SIZES, PLAN_RETENTION,
 )  # fmt: skip
 
 
@@ -135,6 +152,8 @@ def lifecycle_values(args: argparse.Namespace) -> dict[str, Any]:
         "shadow_iterations": SHADOW_ITERATIONS.value(args),
         "shadow_recent_minutes": SHADOW_RECENT_MINUTES.value(args),
         "shadow_profile": SHADOW_PROFILE.value(args),
+        "shadow_min_samples": SHADOW_MIN_SAMPLES.value(args),
+        "shadow_inconclusive": SHADOW_INCONCLUSIVE.value(args),
         "guard_window_s": GUARD_WINDOW.value(args),
         "guard_settle_s": GUARD_SETTLE.value(args),
         "guard_max_regression": GUARD_MAX_REGRESSION.value(args),
@@ -145,4 +164,5 @@ def lifecycle_values(args: argparse.Namespace) -> dict[str, Any]:
         "cache_budget": CACHE_BUDGET.value(args),
         "byte_rank": BYTE_RANK.value(args),
         "prefix_sizes": dict(PREFIX_SIZES.value(args)),
+        "plan_retention": PLAN_RETENTION.value(args),
     }

@@ -7,10 +7,12 @@ same generation exactly one wins and the other gets a :class:`ConflictError` tha
 generation, version and actor that won. Every write is audited with its actor (pointer moves by
 the store's Lua script, imports here); importing content that is already stored is not a write.
 
-A rollout first runs its gates (:mod:`controlplane.lifecycle.rollout_gates`: the destinations, and
-a passing shadow verdict, :mod:`controlplane.lifecycle.verdict_gate`); ``force`` goes past their
-refusals and records them in the audit. ``disable`` moves the pointer to no table (empty version)
-under a new generation; a rollback from there re-activates the last plan.
+A rollout and a rollback (to the previous version or ``--to`` one) are the same move,
+:func:`activate`, which first runs the gates (:mod:`controlplane.lifecycle.rollout_gates`: the
+destinations, and a passing shadow verdict, :mod:`controlplane.lifecycle.verdict_gate`); a gate is
+skipped only by name, with a reason, and the skip is recorded in the audit. ``disable`` moves
+the pointer to no table (empty version) under a new generation, ungated (Flat-LB needs no plan);
+a rollback from there re-activates the last plan, gated like any other.
 """
 
 from __future__ import annotations
@@ -25,10 +27,12 @@ from cacheroute_state.interfaces import PlanNotFoundError
 from controlplane.cluster.nodes import Liveness
 from controlplane.errors import InvalidArgumentError, PreconditionError
 from controlplane.lifecycle.rollout_gates import (
+    UNREADABLE,
+    ActivationRefusedError,
     Refusal,
     RolloutGate,
     check_destinations,
-    refuse_or_force,
+    check_skips,
     run_gates,
 )
 from dataplane.core.names import validate_pool, validate_version
@@ -171,7 +175,39 @@ async def get_plan(
     return response
 
 
-async def _move(
+async def _require_plan(stores: Stores, pool: str, version: str) -> table_pb2.PlanMetadata:
+    """The stored version's metadata (small), or NOT_FOUND: how a move learns a plan exists."""
+    meta = await stores.plans.get_metadata(pool, version)
+    if meta is None:
+        raise PlanNotFoundError(
+            f"plan {version} not found in pool {pool} (`cachectl plan list` shows the stored ones)"
+        )
+    return meta
+
+
+async def _gate(
+    stores: Stores,
+    pool: str,
+    version: str,
+    *,
+    action: str,
+    gates: Sequence[RolloutGate],
+    skip: Sequence[str],
+    now_ms: int,
+) -> str:
+    """Run the gates on the stored table (read once); the audit note of skipped gates."""
+    data = await stores.plans.get_table_bytes(pool, version)
+    if data is None:
+        raise PlanNotFoundError(f"plan {version} in pool {pool} has metadata but no table")
+    try:
+        table = await asyncio.to_thread(decode_table, data, verify_hash=False)
+    except TableError as exc:  # stored bytes gone bad: every router would NACK it; no skip
+        refusal = Refusal(UNREADABLE, f"the stored table does not decode: {exc}")
+        raise ActivationRefusedError(pool, version, action, [refusal]) from None
+    return await run_gates(gates, stores, table, action=action, skip=skip, now_ms=now_ms)
+
+
+async def activate(
     stores: Stores,
     pool: str,
     version: str,
@@ -180,10 +216,23 @@ async def _move(
     actor: str,
     action: str,
     reason: str,
+    gates: Sequence[RolloutGate] = (),
+    skip_gates: Sequence[str] = (),
+    now_ms: int = 0,
 ) -> cluster_pb2.ActivePointer:
-    await read_plan(stores, pool, version)  # NOT_FOUND before any generation check
+    """Make ``version`` active once every gate not in ``skip_gates`` passes: the one path of
+    rollout, rollback and automatic mode. Audited as ``action`` with the reason and the skips."""
+    check_skips(gates, skip_gates, reason)
+    await _require_plan(stores, pool, version)  # NOT_FOUND before any gate or generation check
+    if gates:
+        skipped = await _gate(
+            stores, pool, version, action=action, gates=gates, skip=skip_gates, now_ms=now_ms
+        )
+        if skipped:
+            reason = f"{reason}; {skipped}" if reason else skipped
     if expected_generation is None:  # a damaged pointer's too: the move overwrites it
         expected_generation = await generation_to_expect(stores.plans, pool)
+    # A lost race is the store's ConflictError, its message built once where the pointer is read.
     return await stores.plans.move_active(
         pool,
         version,
@@ -202,27 +251,17 @@ async def rollout(
     *,
     actor: str,
     reason: str,
-    force: bool = False,
     gates: Sequence[RolloutGate] = (),
+    skip_gates: Sequence[str] = (),
     now_ms: int = 0,
 ) -> cluster_pb2.ActivePointer:
-    """Activate ``version`` once every gate passes (or ``force``: audited with what it forced)."""
+    """Activate ``version`` through the gates (:func:`activate`)."""
     pool = validate_pool(pool)
     validate_version(version)
-    if gates:
-        _, data = await read_plan(stores, pool, version)
-        try:
-            table = await asyncio.to_thread(decode_table, data, verify_hash=False)
-        except TableError as exc:  # stored bytes gone bad: every router would NACK it
-            refusal = Refusal("table", f"the stored table does not decode: {exc}")
-            forced = refuse_or_force([refusal], pool, version, force=force)
-        else:
-            forced = await run_gates(list(gates), stores, table, force=force, now_ms=now_ms)
-        if forced:
-            reason = f"{reason}; {forced}" if reason else forced
-    return await _move(
-        stores, pool, version, expected_generation, actor=actor, action="rollout", reason=reason
-    )
+    return await activate(
+        stores, pool, version, expected_generation, actor=actor, action="rollout",
+        reason=reason, gates=gates, skip_gates=skip_gates, now_ms=now_ms,
+    )  # fmt: skip
 
 
 async def disable(
@@ -251,9 +290,12 @@ async def rollback(
     *,
     actor: str,
     reason: str,
+    gates: Sequence[RolloutGate] = (),
+    skip_gates: Sequence[str] = (),
+    now_ms: int = 0,
 ) -> cluster_pb2.ActivePointer:
     """Re-activate ``to_version`` (default: the version active before the current one) under a
-    new generation."""
+    new generation, through the same gates as a rollout (:func:`activate`)."""
     pool = validate_pool(pool)
     if to_version:
         validate_version(to_version)
@@ -270,6 +312,7 @@ async def rollback(
         to_version = earlier[0]
     if expected_generation is None:
         expected_generation = current.generation
-    return await _move(
-        stores, pool, to_version, expected_generation, actor=actor, action="rollback", reason=reason
-    )
+    return await activate(
+        stores, pool, to_version, expected_generation, actor=actor, action="rollback",
+        reason=reason, gates=gates, skip_gates=skip_gates, now_ms=now_ms,
+    )  # fmt: skip

@@ -1,10 +1,15 @@
-"""Checks a rollout must pass, and the one way past them (``force``), recorded in the audit.
+"""The checks every pointer move to a plan passes, and the one way past one: skip it by name.
 
-A gate looks at the candidate plan and the cluster and returns a refusal (or None). Every gate
-runs; without ``force`` any refusal stops the rollout with FAILED_PRECONDITION naming all of
-them; with ``force`` the rollout goes ahead and the refusals go into the audit event's detail
-with the actor. A new gate (e.g. a shadow-replay verdict) is one more :class:`RolloutGate` in
-the list :func:`controlplane.lifecycle.plans.rollout` is given; the refusal path is shared.
+A gate looks at the candidate plan and the cluster and returns a refusal (or None). Every way a
+plan becomes active (``rollout``, ``rollback``, ``rollback --to``, automatic mode and the live
+guard's rollback) runs the same list (:func:`run_gates`): every gate runs; any refusal of a gate
+that was not skipped stops the move with FAILED_PRECONDITION, an :class:`ActivationRefusedError`
+whose typed details (``ActivationRefused``, one ``GateRefusal`` per gate) travel in the gRPC
+status, so clients read gate names, never the message text. A gate is skipped only by name
+(``--skip-gate shadow``) and only with a reason; the pointer move's audit event then records
+each skipped gate and what it would have said, beside the actor and the reason. There is no
+"skip everything" switch: the old ``--force`` is gone, so a new gate is never skipped by a
+command written before it existed.
 
 The destination gate: a plan whose *warm* destinations (nodes holding warm keys) are not
 registered in the pool sends those keys to the fallback on every router, while the routers ACK
@@ -14,6 +19,7 @@ reported: that is a transient state the routers already handle.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -27,6 +33,7 @@ from controlplane.errors import PreconditionError
 from dataplane.core.table import RoutingTable
 
 NAMES_SHOWN = 8
+UNREADABLE = "table"  # the refusal of a stored table that does not decode: never skipped
 
 
 @dataclass(frozen=True)
@@ -48,16 +55,26 @@ class RolloutGate(Protocol):
         ...
 
 
-class RolloutRefusedError(PreconditionError):
-    """One or more gates refused; the message names each and says how to force."""
+class ActivationRefusedError(PreconditionError):
+    """Gates refused a pointer move; the message names each and how to skip it, and
+    :attr:`status_details` carries the same as a typed message for the gRPC status."""
 
-    def __init__(self, pool: str, version: str, refusals: list[Refusal]) -> None:
+    def __init__(self, pool: str, version: str, action: str, refusals: list[Refusal]) -> None:
         reasons = "; ".join(f"{r.gate}: {r.message}" for r in refusals)
+        skips = " ".join(f"--skip-gate {r.gate}" for r in refusals if r.gate != UNREADABLE)
+        how = f"fix it, or go past with {skips} --reason TEXT, recorded in the audit"
         super().__init__(
-            f"pool {pool}: rollout of {version} refused ({reasons}); nothing was changed "
-            "(fix it, or roll out with --force, which is recorded in the audit)"
+            f"pool {pool}: {action} to {version} refused by gate "
+            f"{', '.join(r.gate for r in refusals)} ({reasons}); nothing was changed "
+            f"({how if skips else 'store the plan again'})"
         )
         self.refusals = refusals
+        self.status_details = admin_pb2.ActivationRefused(
+            pool=pool,
+            version=version,
+            action=action,
+            refusals=[admin_pb2.GateRefusal(gate=r.gate, message=r.message) for r in refusals],
+        )
 
 
 @dataclass(frozen=True)
@@ -136,19 +153,39 @@ class DestinationGate:
         )
 
 
-def refuse_or_force(refusals: list[Refusal], pool: str, version: str, *, force: bool) -> str:
-    """Raise :class:`RolloutRefusedError` for ``refusals`` unless ``force``; returns the audit
-    note of a forced rollout ("" when nothing refused)."""
-    if not refusals:
-        return ""
-    if not force:
-        raise RolloutRefusedError(pool, version, refusals)
-    return "forced past " + "; ".join(f"{r.gate}: {r.message}" for r in refusals)
+def check_skips(gates: Sequence[RolloutGate], skip: Sequence[str], reason: str) -> None:
+    """A skip names a gate of this list and comes with a reason (ValueError naming the field)."""
+    names = [gate.name for gate in gates]
+    unknown = sorted(set(skip) - set(names))
+    if unknown:
+        raise ValueError(
+            f"skip_gates: no gate named {', '.join(unknown)} (this control plane's gates: "
+            f"{', '.join(names) or 'none'})"
+        )
+    if skip and not reason.strip():
+        raise ValueError("reason: required when skipping a gate (the audit records why)")
 
 
 async def run_gates(
-    gates: list[RolloutGate], stores: Stores, table: RoutingTable, *, force: bool, now_ms: int
+    gates: Sequence[RolloutGate],
+    stores: Stores,
+    table: RoutingTable,
+    *,
+    action: str,
+    skip: Sequence[str] = (),
+    now_ms: int,
 ) -> str:
-    """Run every gate, then :func:`refuse_or_force` on what they said."""
-    refusals = [r for gate in gates if (r := await gate.check(stores, table, now_ms)) is not None]
-    return refuse_or_force(refusals, table.pool, table.version, force=force)
+    """Run every gate; raise :class:`ActivationRefusedError` for refusals not skipped, else
+    return the audit note of the skipped gates ("" when none was skipped)."""
+    refused: list[Refusal] = []
+    notes: list[str] = []
+    for gate in gates:
+        refusal = await gate.check(stores, table, now_ms)
+        if gate.name in skip:
+            said = f"would refuse: {refusal.message}" if refusal else "it passed"
+            notes.append(f"{gate.name} ({said})")
+        elif refusal is not None:
+            refused.append(refusal)
+    if refused:
+        raise ActivationRefusedError(table.pool, table.version, action, refused)
+    return "skipped gate " + "; ".join(notes) if notes else ""

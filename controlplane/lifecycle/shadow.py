@@ -8,6 +8,14 @@ paper workload's median answer). The replay (:func:`sim.shadow_replay.shadow`) r
 thread on the pool's engine profile and node count; it never touches live traffic. The verdict,
 with the full report as JSON, is written into the plan's metadata (``PlanMetadata.verdict``) and
 audited as ``shadow`` with the actor; ``plan show``, ``plan list`` and ``status`` read it there.
+
+**Too few samples.** A replay of a handful of requests decides nothing: with fewer than
+``min_samples`` (``--shadow-min-samples``, default 300) sampled requests in the window the
+verdict is ``inconclusive``, recorded without a replay, and the shadow gate treats it by the
+operator's ``--shadow-inconclusive`` rule (:mod:`controlplane.lifecycle.verdict_gate`). A small
+pool reaches the minimum because the routers' sampling rate rises when traffic is thin
+(``--sample-floor``, :mod:`dataplane.sampler`). A trace file has no minimum (the operator chose
+its length). The verdict records the profile that judged it and the number of requests.
 """
 
 from __future__ import annotations
@@ -50,6 +58,7 @@ class ShadowBudget:
     seeds: int = 3
     iterations: int = 4
     recent_minutes: int = DEFAULT_RECENT_MINUTES
+    min_samples: int = 300
 
 
 def check_request_bounds(request: admin_pb2.ShadowPlanRequest) -> None:
@@ -110,9 +119,29 @@ async def load_stream(
     if not requests:
         raise PreconditionError(
             f"pool {pool} has no sampled requests in the last {minutes} minutes (routers sample "
-            "with --trace-sample-rate); replay a trace file instead (--trace FILE)"
+            "with --sample-rate, raised on thin traffic by --sample-floor); replay a trace file "
+            "instead (cachectl plan shadow --trace FILE)"
         )
     return requests, f"{len(requests)} sampled requests of the last {minutes} minutes"
+
+
+def inconclusive(
+    samples: int, minimum: int, *, actor: str, source: str, profile: str, now_ms: int
+) -> table_pb2.ShadowVerdict:
+    """The verdict of a window with too few samples to judge (module docstring)."""
+    return table_pb2.ShadowVerdict(
+        outcome=Outcome.OUTCOME_INCONCLUSIVE,
+        summary=(
+            f"{samples} sampled requests, fewer than the {minimum} a replay judges on "
+            "(--shadow-min-samples); wait for more traffic, raise the routers' --sample-floor, "
+            "or replay a trace file (--trace FILE)"
+        ),
+        decided_at_unix_ms=now_ms,
+        decided_by=actor,
+        source=source,
+        profile=profile,
+        samples=samples,
+    )
 
 
 def verdict_proto(
@@ -161,6 +190,12 @@ async def shadow_plan(
     table = await asyncio.to_thread(decode_table, data, verify_hash=False)
     budget = budget or ShadowBudget()
     requests, source = await load_stream(stores, meta.pool, request, now_ms, budget.recent_minutes)
+    if not request.trace_path and len(requests) < budget.min_samples:
+        proto = inconclusive(
+            len(requests), budget.min_samples, actor=actor, source=source,
+            profile=profile.name, now_ms=now_ms,
+        )  # fmt: skip
+        return await _record(stores, meta, proto, actor=actor, now_ms=now_ms)
     settings = ShadowSettings(
         profile=profile,
         nodes=request.nodes or None,
@@ -173,9 +208,25 @@ async def shadow_plan(
     except ShadowError as exc:
         raise PreconditionError(f"cannot replay plan {meta.version}: {exc}") from None
     document = report(verdict)
+    document["profile"] = profile.name
     proto = verdict_proto(document, actor=actor, source=source, now_ms=now_ms)
+    proto.profile = profile.name
+    proto.samples = len(requests)
+    return await _record(stores, meta, proto, actor=actor, now_ms=now_ms)
+
+
+async def _record(
+    stores: Stores,
+    meta: table_pb2.PlanMetadata,
+    proto: table_pb2.ShadowVerdict,
+    *,
+    actor: str,
+    now_ms: int,
+) -> table_pb2.ShadowVerdict:
+    """Write the verdict into the plan's metadata and audit it as ``shadow``."""
     meta.verdict.CopyFrom(proto)
     await stores.plans.update_metadata(meta)
+    word = Outcome.Name(proto.outcome).removeprefix("OUTCOME_").lower()
     await stores.plans.append_audit(
         cluster_pb2.AuditEvent(
             at_unix_ms=now_ms,
@@ -183,7 +234,7 @@ async def shadow_plan(
             action="shadow",
             pool=meta.pool,
             to_version=meta.version,
-            detail=f"{document['verdict']}: {document['reason']}",
+            detail=f"{word} (profile {proto.profile}, {proto.samples} requests): {proto.summary}",
         )
     )
     return proto

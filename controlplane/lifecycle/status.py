@@ -1,4 +1,11 @@
-"""GetStatus: the active pointer, router ACK/NACKs and node states per pool, and the leader."""
+"""GetStatus: the active pointer, router ACK/NACKs and node states per pool, and the leader.
+
+Routers: every router writes its ACK per pool at its first sync and again every
+``--ack-interval`` (5 s) as a heartbeat (:mod:`dataplane.table_watcher`); before it has applied
+any plan its record has generation 0 (``cachectl status`` shows it as ``starting``, or ``no
+plan`` when the pool has none). A router silent for ``ROUTER_EXPIRY_MS`` (5 minutes: 60 missed
+heartbeats) is gone: it is left out of ``routers`` and counted in ``routers_expired``.
+"""
 
 from __future__ import annotations
 
@@ -43,6 +50,7 @@ async def plan_nodes(stores: Stores, pool: str, version: str) -> PlanNodes | Non
 
 
 LAST_VERDICTS = 5
+ROUTER_EXPIRY_MS = 5 * 60_000
 
 
 async def pool_status(
@@ -79,7 +87,11 @@ async def pool_status(
         status.ttft_samples = p99.samples
         if p99.value_s is not None:
             status.p99_ttft_s = p99.value_s
-    status.routers.extend(await stores.cluster.get_acks(pool))
+    for ack in await stores.cluster.get_acks(pool):
+        if ack.at_unix_ms and ack.at_unix_ms < now_ms - ROUTER_EXPIRY_MS:
+            status.routers_expired += 1
+        else:
+            status.routers.append(ack)
     status.nodes.extend(await list_statuses(stores, pool, now_ms, liveness))
     return status
 

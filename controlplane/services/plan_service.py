@@ -13,6 +13,7 @@ from cacheroute.v1 import admin_pb2, admin_pb2_grpc, cluster_pb2, table_pb2
 from cacheroute_state import Stores
 from controlplane.cluster.nodes import Liveness
 from controlplane.core.plan_diff import diff_plans
+from controlplane.lifecycle.audit import list_audit
 from controlplane.lifecycle.auto_mode import set_auto_mode
 from controlplane.lifecycle.live_plan import BuildRequest, PlanDefaults, build_live_plan
 from controlplane.lifecycle.plans import (
@@ -24,10 +25,11 @@ from controlplane.lifecycle.plans import (
     rollback,
     rollout,
 )
-from controlplane.lifecycle.rollout_gates import DestinationGate, RolloutGate
+from controlplane.lifecycle.retention import DEFAULT_KEEP, prune
+from controlplane.lifecycle.rollout_gates import RolloutGate
 from controlplane.lifecycle.shadow import ShadowBudget, shadow_plan
 from controlplane.lifecycle.status import TtftOf, cluster_status
-from controlplane.lifecycle.verdict_gate import ShadowVerdictGate
+from controlplane.lifecycle.verdict_gate import standard_gates
 from controlplane.metrics import ControlPlaneMetrics
 from controlplane.services.rpc import actor_of, rpc
 from dataplane.core.table_codec import decode_table
@@ -58,7 +60,9 @@ class PlanServicer(admin_pb2_grpc.PlanServiceServicer):
         store: str = "",
         budget: ShadowBudget | None = None,
         ttft_of: TtftOf | None = None,
+        retention: int = DEFAULT_KEEP,
     ) -> None:
+        self.retention = retention
         self._budget = budget or ShadowBudget()
         self._ttft_of = ttft_of
         self._clock = clock
@@ -68,10 +72,10 @@ class PlanServicer(admin_pb2_grpc.PlanServiceServicer):
         self._liveness = liveness
         self._instance_id = instance_id
         self._store = store
-        # Every rollout passes these (or is forced past them); see
+        # Every rollout and rollback passes these (or skips one by name, audited); see
         # controlplane.lifecycle.rollout_gates.
         self.gates: list[RolloutGate] = (
-            list(gates) if gates is not None else [DestinationGate(liveness), ShadowVerdictGate()]
+            list(gates) if gates is not None else standard_gates(liveness)
         )
 
     @rpc
@@ -160,8 +164,8 @@ class PlanServicer(admin_pb2_grpc.PlanServiceServicer):
             _expected_generation(request),
             actor=actor_of(request.actor, context),
             reason=request.reason,
-            force=request.force,
             gates=self.gates,
+            skip_gates=list(request.skip_gates),
             now_ms=self._clock(),
         )
 
@@ -188,6 +192,9 @@ class PlanServicer(admin_pb2_grpc.PlanServiceServicer):
             _expected_generation(request),
             actor=actor_of(request.actor, context),
             reason=request.reason,
+            gates=self.gates,
+            skip_gates=list(request.skip_gates),
+            now_ms=self._clock(),
         )
 
     @rpc
@@ -210,3 +217,22 @@ class PlanServicer(admin_pb2_grpc.PlanServiceServicer):
     ) -> cluster_pb2.AutoMode:
         actor = actor_of(request.actor, context)
         return await set_auto_mode(self._stores, request, actor=actor, now_ms=self._clock())
+
+    @rpc
+    async def ListAudit(  # noqa: N802
+        self, request: admin_pb2.ListAuditRequest, context: Context
+    ) -> admin_pb2.ListAuditResponse:
+        return await list_audit(self._stores, request)
+
+    @rpc
+    async def PrunePlans(  # noqa: N802
+        self, request: admin_pb2.PrunePlansRequest, context: Context
+    ) -> admin_pb2.PrunePlansResponse:
+        return await prune(
+            self._stores,
+            request.pool,
+            keep=request.keep or self.retention or DEFAULT_KEEP,
+            actor=actor_of(request.actor, context),
+            now_ms=self._clock(),
+            dry_run=request.dry_run,
+        )

@@ -7,7 +7,9 @@ A unary admin RPC is written once, as what it does::
         return await list_plans(self._stores, request.pool, request.limit)
 
 :func:`rpc` counts it under its method name in ``controlplane_rpcs_total`` and turns a domain
-error into the status of :func:`status_for` (the servicer needs a ``_metrics`` attribute).
+error into the status of :func:`status_for` (the servicer needs a ``_metrics`` attribute). An
+error with a ``status_details`` message (e.g. ``ActivationRefused``) sends it as typed details
+in the ``grpc-status-details-bin`` trailer (:mod:`servekit.status_details`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from google.protobuf.message import Message
 from cacheroute_state.interfaces import (
     ConflictError,
     CorruptRecordError,
+    PlanInUseError,
     PlanMismatchError,
     PlanNotFoundError,
     StoreUnavailableError,
@@ -46,6 +49,7 @@ from dataplane.core.names import InvalidNameError
 from dataplane.core.policies.registry import UnknownPolicyError
 from dataplane.core.protobuf_fields import WireError
 from dataplane.core.table import TableError
+from servekit.status_details import details_trailer
 
 _OWN_LIMIT = frozenset({"table"})
 T = TypeVar("T")
@@ -71,6 +75,7 @@ _CODES: tuple[tuple[type[BaseException], grpc.StatusCode], ...] = (
     (NodeNotFoundError, grpc.StatusCode.NOT_FOUND),
     (ConflictError, grpc.StatusCode.FAILED_PRECONDITION),
     (CorruptRecordError, grpc.StatusCode.FAILED_PRECONDITION),  # names the record
+    (PlanInUseError, grpc.StatusCode.FAILED_PRECONDITION),
     (PreconditionError, grpc.StatusCode.FAILED_PRECONDITION),
     (PlanMismatchError, grpc.StatusCode.ALREADY_EXISTS),
     (NodeIdTakenError, grpc.StatusCode.ALREADY_EXISTS),
@@ -106,6 +111,9 @@ async def _handle(
         else:
             log.info("rpc refused", method=method, code=code.name, message=message)
         metrics.rpcs.labels(method, code.name).inc()
+        details = getattr(exc, "status_details", None)
+        if isinstance(details, Message):
+            await context.abort(code, message, details_trailer(code, message, [details]))
         await context.abort(code, message)
     metrics.rpcs.labels(method, "OK").inc()
     return result

@@ -161,6 +161,13 @@ class HttpFront:
         if self.router.not_synced:  # as gRPC health: NOT_SERVING until the first full sync
             body = {"status": "not_synced", "detail": self.router.not_synced}
             return web.json_response({**body, "eligible_engines": pools}, status=503)
+        if not any(pools.values()):  # every request would be a 503: a load balancer should know
+            body = {
+                "status": "no_eligible_engine",
+                "detail": "no pool of this router has an eligible engine (registered, healthy, "
+                "not draining)",
+            }
+            return web.json_response({**body, "eligible_engines": pools}, status=503)
         return web.json_response({"status": "ok", "eligible_engines": pools})
 
     async def models(self, request: web.Request) -> web.Response:
@@ -200,7 +207,7 @@ class HttpFront:
     # -- the proxied path ---------------------------------------------------------------------
 
     async def _complete(self, request: web.Request, path: str, *, chat: bool) -> web.StreamResponse:
-        route = path.rsplit("/", 1)[1]
+        route = "chat_completions" if chat else "completions"  # the request metric's label
         try:
             raw = await self._read(request)
             parsed = front_request(

@@ -17,6 +17,7 @@ from tests.support.agents import (
     controlplane,
     wait_until,
 )
+from tests.support.timing import LagMeter
 
 __all__ = ["controlplane"]
 
@@ -134,7 +135,7 @@ async def test_close_sends_leaving_and_ends_the_stream(controlplane: ControlPlan
     await wait_until(lambda: controlplane.service.ended_streams == 1)
 
 
-async def test_close_without_a_control_plane_returns_promptly() -> None:
+async def test_close_without_a_control_plane_returns_promptly(lag: LagMeter) -> None:
     cp = await ControlPlaneStub().start()
     target = cp.target
     await cp.stop()
@@ -144,7 +145,7 @@ async def test_close_without_a_control_plane_returns_promptly() -> None:
     await asyncio.sleep(0.2)
     started = time.monotonic()
     await reporter.close(report())
-    assert time.monotonic() - started < 2.5
+    lag.claim(time.monotonic() - started < 2.5, "close returned within 2.5 s")
     assert not reporter.leaving_sent and not reporter.connected
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 import time
@@ -19,7 +20,7 @@ from dataplane.core.table_codec import encode_table
 from sim.planning import make_stream, plan_for
 from sim.workloads.registry import make_workload
 from tests.support.cli import ROOT, Cli, run_main
-from tests.support.controlplane import fast_config, running, traffic
+from tests.support.controlplane import SKIP_ARGS, fast_config, running, traffic
 from tests.support.factories import metadata_for, small_plan
 from tests.support.state import on_redis
 
@@ -95,16 +96,26 @@ async def test_status_shows_pointer_routers_and_nodes(cli: Cli, stores: Stores) 
         cluster_pb2.RouterAck(router_id="r2", pool="default", version=version, generation=1,
                               reason="set member out of range")
     )  # fmt: skip
-    gone = int(time.time() * 1000) - 5 * 60_000
+    now_ms = int(time.time() * 1000)
     await stores.cluster.put_ack(
         cluster_pb2.RouterAck(router_id="r3", pool="default", version=version, generation=1,
-                              accepted=True, at_unix_ms=gone)
+                              accepted=True, at_unix_ms=now_ms - 4 * 60_000)
     )  # fmt: skip
+    await stores.cluster.put_ack(  # silent past the 5-minute expiry: gone
+        cluster_pb2.RouterAck(router_id="r4", pool="default", version=version, generation=1,
+                              accepted=True, at_unix_ms=now_ms - 6 * 60_000)
+    )  # fmt: skip
+    await stores.cluster.put_ack(  # announced at its first sync, has applied nothing yet
+        cluster_pb2.RouterAck(router_id="r5", pool="default", accepted=True, at_unix_ms=now_ms)
+    )
     out = await cli.ok("status")
-    assert "routers that stopped reporting: r3 (5m ago)" in out
+    assert "routers that stopped reporting: r3 (4m ago)" in out
     assert "r1 (" not in out.split("stopped reporting")[1].splitlines()[0]
     assert f"pool default: active {version} generation 1 (rollout by tester" in out
-    assert "routers: 2 of 3 applied generation 1" in out
+    assert "routers: 2 of 4 applied generation 1" in out
+    assert "r4" not in out and "not shown: 1" in out
+    (r5,) = [line for line in out.splitlines() if line.startswith("r5")]
+    assert "starting" in r5.split()
     assert "NACK" in out and "set member out of range" in out
     assert "n1" in out
     status = await cli.json("status")
@@ -145,14 +156,22 @@ async def test_plan_rollout_rollback_and_conflicts(cli: Cli, tmp_path: Path) -> 
         await cli.ok("plan", "import", str(path))
         versions.append(version)
     v1, v2, v3 = versions
-    assert "generation 1" in await cli.ok("plan", "rollout", v1, "--force")
-    pointer = await cli.json("plan", "rollout", v2, "--force", "--expect-generation", "1")
+    assert "generation 1" in await cli.ok("plan", "rollout", v1, *SKIP_ARGS)
+    pointer = await cli.json("plan", "rollout", v2, *SKIP_ARGS, "--expect-generation", "1")
     assert (pointer["version"], pointer["generation"]) == (v2, "2")
-    line = await cli.refused("plan", "rollout", v3, "--force", "--expect-generation", "1")
+    line = await cli.refused("plan", "rollout", v3, *SKIP_ARGS, "--expect-generation", "1")
     assert "FAILED_PRECONDITION" in line and "generation 2" in line and "tester" in line
-    back = await cli.ok("plan", "rollback", "--reason", "bad plan")
+    code, out, err = await cli.run("plan", "rollback", "--json")  # v1 was never replayed
+    assert code == 1 and "refused by: shadow" in err
+    assert [r["gate"] for r in json.loads(out)["refused"]["refusals"]] == ["shadow"]
+    skip = ("--skip-gate", "shadow", "--reason", "bad plan")
+    back = await cli.ok("plan", "rollback", *skip)
     assert f"active {v1} generation 3 (rollback by tester" in back
-    assert f"active {v3} generation 4" in await cli.ok("plan", "rollback", "--to", v3)
+    assert f"active {v3} generation 4" in await cli.ok("plan", "rollback", "--to", v3, *skip)
+    line = await cli.refused("plan", "rollback", "--skip-gate", "shadow")
+    assert "--skip-gate needs --reason" in line
+    line = await cli.refused("plan", "rollout", v1, "--force")
+    assert "--force is gone" in line and "--skip-gate shadow" in line
     missing = await cli.refused("plan", "rollout", "p0123456789abcdef")
     assert "NOT_FOUND" in missing
     assert "INVALID_ARGUMENT" in await cli.refused("plan", "rollout", "latest")
@@ -194,17 +213,20 @@ async def test_plan_shadow_replays_the_sampled_trace_and_list_shows_the_verdict(
     assert both[0] == 2 and "alternatives" in both[2]
 
 
-async def test_rollout_needs_a_passing_shadow_verdict_or_force_which_the_audit_records(
+async def test_rollout_needs_a_passing_shadow_verdict_or_a_named_skip_which_the_audit_records(
     cli: Cli, stores: Stores, tmp_path: Path
 ) -> None:
     for i in range(4):  # the plan's destinations, so only the shadow gate refuses
         await cli.ok("nodes", "add", f"node-{i}", "--address", f"h:{i + 1}")
     path, version = write_plan(tmp_path, 7)
     await cli.ok("plan", "import", str(path))
-    code, out, err = await cli.run("plan", "rollout", version)
-    assert code == 1 and not out
-    assert "no shadow-replay verdict" in err and f"cachectl plan shadow {version}" in err
-    assert "--force" in err
+    code, out, err = await cli.run("plan", "rollout", version, "--json")
+    assert code == 1
+    refused = json.loads(out)["refused"]  # the typed details, not the message
+    assert (refused["action"], refused["version"]) == ("rollout", version)
+    assert [r["gate"] for r in refused["refusals"]] == ["shadow"]
+    assert "no shadow-replay verdict" in refused["refusals"][0]["message"]
+    assert f"cachectl plan shadow {version}" in err and "--skip-gate shadow" in err
     assert (await stores.plans.get_active("default")) is None  # nothing moved
 
     meta = await stores.plans.get_metadata("default", version)
@@ -216,12 +238,13 @@ async def test_rollout_needs_a_passing_shadow_verdict_or_force_which_the_audit_r
     code, _, err = await cli.run("plan", "rollout", version)
     assert code == 1 and "verdict is fail: regresses beyond noise" in err
 
-    forced = await cli.json("plan", "rollout", version, "--force", "--reason", "hotfix")
-    assert forced["version"] == version
+    skip = ("--skip-gate", "shadow", "--reason", "hotfix")
+    skipped = await cli.json("plan", "rollout", version, *skip)
+    assert skipped["version"] == version
     audit = await stores.plans.read_audit("default", 10)
     event = audit[-1]
     assert event.action == "rollout" and event.actor == "tester"
-    assert "hotfix" in event.detail and "forced past shadow" in event.detail
+    assert event.detail.startswith("hotfix; skipped gate shadow (would refuse:")
 
     path2, version2 = write_plan(tmp_path, 8)
     await cli.ok("plan", "import", str(path2))
@@ -232,7 +255,7 @@ async def test_rollout_needs_a_passing_shadow_verdict_or_force_which_the_audit_r
         outcome=passing, summary="improves beyond noise", decided_at_unix_ms=2))  # fmt: skip
     await stores.plans.update_metadata(meta2)
     assert f"active {version2}" in await cli.ok("plan", "rollout", version2)
-    assert "forced" not in (await stores.plans.read_audit("default", 10))[-1].detail
+    assert "skipped" not in (await stores.plans.read_audit("default", 10))[-1].detail
     status = await cli.ok("status")
     assert "shadow verdict of the active version: pass (improves beyond noise)" in status
 
@@ -344,3 +367,71 @@ async def test_a_control_plane_whose_redis_is_down_is_not_called_unreachable(
     assert code == 2
     assert f"the control plane at {address} answered, but its store is down" in err
     assert "cannot reach" not in err
+
+
+async def test_audit_shows_who_did_what_filtered_by_pool_actor_action_and_time(
+    cli: Cli, stores: Stores, tmp_path: Path
+) -> None:
+    await add_plan_nodes(cli)
+    path, version = write_plan(tmp_path, 11)
+    await cli.ok("plan", "import", str(path))
+    await cli.ok("plan", "rollout", version, "--skip-gate", "shadow", "--reason", "hotfix 7")
+    two_hours_ago = int(time.time() * 1000) - 2 * 3600_000
+    await stores.plans.add_pool("blue")  # as a node_add there would
+    await stores.plans.append_audit(
+        cluster_pb2.AuditEvent(at_unix_ms=two_hours_ago, actor="cachectl:alice",
+                               action="node_add", pool="blue", detail="gpu-9")
+    )  # fmt: skip
+    table = (await cli.ok("audit")).splitlines()
+    assert table[0].split() == ["TIME", "AGE", "POOL", "ACTOR", "ACTION", "FROM", "TO", "GEN",
+                                "DETAIL"]  # fmt: skip
+    assert table[1].split()[2:7] == ["default", "tester", "rollout", "-", version]  # newest first
+    assert "hotfix 7; skipped gate shadow" in table[1]
+    assert table[-1].split()[2:5] == ["blue", "cachectl:alice", "node_add"]  # the oldest
+    start = table[0].index("ACTION")  # aligned: every row's action starts under its header
+    assert {line[start:].split()[0] for line in table[1:]} <= {"rollout", "import", "node_add"}
+    mine = await cli.json("audit", "--by", "tester", "--action", "rollout")
+    (event,) = mine["events"]
+    assert (event["actor"], event["to_version"], event["generation"]) == ("tester", version, "1")
+    assert event["detail"].startswith("hotfix 7; skipped gate shadow (would refuse:")
+    recent = await cli.json("audit", "--since", "1h")
+    assert recent["events"] and all(e["pool"] == "default" for e in recent["events"])
+    older = await cli.json("audit", "--until", "1h")
+    assert [e["actor"] for e in older["events"]] == ["cachectl:alice"]
+    assert (await cli.json("audit", "--pool", "blue"))["events"][0]["detail"] == "gpu-9"
+    assert "no audit events match" in await cli.ok("audit", "--by", "nobody")
+    assert "--since" in await cli.refused("audit", "--since", "yesterday")
+
+
+async def test_plan_prune_keeps_the_newest_the_active_and_the_rollback_target(
+    cli: Cli, stores: Stores, tmp_path: Path
+) -> None:
+    await add_plan_nodes(cli)
+    versions = []
+    for seed in range(21, 27):  # six versions, oldest first
+        path, version = write_plan(tmp_path, seed)
+        await cli.ok("plan", "import", str(path))
+        versions.append(version)
+        await asyncio.sleep(0.002)  # a strict creation order (ms stamps)
+    oldest, second, *_ = versions
+    await cli.ok("plan", "rollout", second, *SKIP_ARGS)
+    await cli.ok("plan", "rollout", oldest, *SKIP_ARGS)  # active: the oldest; target: second
+    dry = await cli.json("plan", "prune", "--keep", "2", "--dry-run")
+    assert dry["protected"] == {oldest: "active", second: "rollback target"}
+    assert len(dry["removed"]) == 2 and await stores.plans.get_metadata(
+        "default", dry["removed"][0]
+    )
+    pruned = await cli.json("plan", "prune", "--keep", "2")
+    assert sorted(pruned["removed"]) == sorted(dry["removed"])
+    left = {m.version for m in await stores.plans.list_plans("default", 100)}
+    assert {oldest, second} <= left and len(left) == 4
+    for gone in pruned["removed"]:
+        assert await stores.plans.get_table_bytes("default", gone) is None
+    (event,) = [e for e in await stores.plans.read_audit("default", 100) if e.action == "prune"]
+    assert event.actor == "tester" and all(v in event.detail for v in pruned["removed"])
+    # the rollback still works: its target was kept
+    back = await cli.ok("plan", "rollback", *SKIP_ARGS)
+    assert f"active {second}" in back
+    table = await cli.ok("plan", "prune", "--keep", "1")
+    assert "kept: active" in table and "kept: rollback target" in table
+    assert "--keep must be >= 1" in await cli.refused("plan", "prune", "--keep", "0")

@@ -65,7 +65,33 @@ async def test_load_drives_one_engine_directly_and_reads_hits_from_usage() -> No
     assert doc["requests"] == doc["completed"] > 0
     assert 0 < doc["hit_rate"] < 1  # contexts repeat: the engine's own cached_tokens say so
     assert doc["ttft_p50_s"] > 0
-    assert doc["openai"] == f"http://127.0.0.1:{engine.port}"
+    assert doc["openai"] == [f"http://127.0.0.1:{engine.port}"]
+    assert doc["route_p50_ms"] is None  # no Route call: nothing measured, not a zero
+
+
+async def test_several_openai_targets_share_the_load_round_robin() -> None:
+    async with engines(2) as servers:
+        urls = [f"http://127.0.0.1:{s.port}" for s in servers]
+        code, out, err = await _load(urls[0], "--openai", urls[1])
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["openai"] == urls
+    counts = doc["per_engine"]
+    assert set(counts) == set(urls)
+    assert abs(counts[urls[0]] - counts[urls[1]]) <= 1  # round-robin by request
+
+
+async def test_the_table_has_no_route_latency_row_in_openai_mode() -> None:
+    async with engines(1) as (engine,):
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "cachectl", "load", "--openai", f"http://127.0.0.1:{engine.port}",
+            "--workload", "tenants", "--top-k", "2", "--qps", "10", "--duration", "0.5",
+            "--no-progress", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        out, err = await asyncio.wait_for(process.communicate(), 90)
+    assert process.returncode == 0, err.decode()
+    table = out.decode()
+    assert "TTFT p50" in table and "route latency" not in table
 
 
 async def test_load_through_the_routers_front_sees_its_decisions(

@@ -132,3 +132,48 @@ def test_a_full_sample_buffer_drops_and_counts() -> None:
 def test_a_rate_outside_zero_one_is_rejected() -> None:
     with pytest.raises(ValueError, match="sample rate"):
         Sampler(1.5, router_id="r")
+
+
+def _interval(sampler: Sampler, requests: int) -> int:
+    """Route ``requests`` through the sampler (one report interval); how many it sampled."""
+    inp = parse_request(routing_pb2.RouteRequest(key="k"))
+    taken = 0
+    for _ in range(requests):
+        if sampler.hit():
+            sampler.add(inp, outcome(), 0.0)
+            taken += 1
+    sampler.drain()
+    return taken
+
+
+def test_on_thin_traffic_the_rate_rises_until_it_meets_the_floor() -> None:
+    # 2 req/s for 10 minutes at 1%: about 12 samples. With a floor of 1 sample/s the rate
+    # climbs towards 0.5 and the window holds hundreds, enough for a shadow replay.
+    sampler = Sampler(0.01, router_id="r", seed=1, floor_per_s=1.0)
+    taken = 0
+    for _ in range(600):  # one-second intervals
+        taken += _interval(sampler, 2)
+        sampler.adapt(1.0)
+    assert sampler.rate > 0.2
+    assert taken >= 300
+    fixed = Sampler(0.01, router_id="r", seed=1)
+    assert sum(_interval(fixed, 2) for _ in range(600)) < 40
+
+
+def test_on_busy_traffic_the_rate_falls_back_to_the_configured_one() -> None:
+    sampler = Sampler(0.01, router_id="r", seed=2, floor_per_s=1.0)
+    sampler.rate = 1.0  # as after an idle spell
+    for _ in range(5):
+        _interval(sampler, 5_000)
+        sampler.adapt(1.0)
+    assert sampler.rate == 0.01  # 5,000 req/s x 1% = 50 samples/s, above the floor
+
+
+def test_a_zero_rate_stays_off_and_a_zero_floor_keeps_the_rate_fixed() -> None:
+    off = Sampler(0.0, router_id="r", floor_per_s=5.0)
+    fixed = Sampler(0.01, router_id="r", floor_per_s=0.0)
+    for sampler in (off, fixed):
+        for _ in range(10):
+            _interval(sampler, 10)
+            sampler.adapt(1.0)
+    assert (off.rate, fixed.rate) == (0.0, 0.01)

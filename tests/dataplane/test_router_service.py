@@ -289,7 +289,9 @@ async def test_traffic_reports_and_samples_reach_redis_and_stay_bounded(
     state_url: str, stores: Stores
 ) -> None:
     await stores.cluster.publish_load(load_snapshot(dict.fromkeys(NODES, 0.0), seq=1))
-    overrides = {"report_interval_s": 0.2, "sample_interval_s": 0.1, "sample_rate": 1.0,
+    # A sample write may take up to its interval (then it is dropped): 1 s, not 0.1 s, so a busy
+    # machine's slow Redis round trip does not drop the one batch this test waits for.
+    overrides = {"report_interval_s": 0.2, "sample_interval_s": 1.0, "sample_rate": 1.0,
                  "sample_buffer": 100, "top_keys": 8}  # fmt: skip
     keys = [f"tenant-{i % 50}" for i in range(1000)]
     batch = routing_pb2.RouteBatchRequest(
@@ -302,8 +304,8 @@ async def test_traffic_reports_and_samples_reach_redis_and_stay_bounded(
             _, reports = await stores.telemetry.read_traffic("default", "0")
             return sum(r.total_requests for r in reports) == 1000
 
-        await eventually(reported)
-        await eventually(lambda: _samples_at_least(stores, 100))
+        await eventually(reported, timeout=20)
+        await eventually(lambda: _samples_at_least(stores, 100), timeout=20)
         metrics = scrape(server)
     _, reports = await stores.telemetry.read_traffic("default", "0")
     assert all(len(r.top_keys) <= 8 and r.router_id == "r1" for r in reports)

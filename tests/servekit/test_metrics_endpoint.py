@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry, Counter
 
 from servekit.gil import FAST_SWITCH_INTERVAL_S, fast_switching
 from servekit.metrics_endpoint import MetricsEndpoint
+from tests.support.timing import LagMeter
 
 
 def _switches_of(thread_name: str) -> int:
@@ -22,7 +23,7 @@ def _switches_of(thread_name: str) -> int:
     return sum(int(line.split()[1]) for line in status.splitlines() if "ctxt_switches" in line)
 
 
-def test_it_serves_the_registry_and_closes_promptly_and_idempotently() -> None:
+def test_it_serves_the_registry_and_closes_promptly_and_idempotently(lag: LagMeter) -> None:
     registry = CollectorRegistry()
     Counter("things", "things seen", registry=registry).inc(3)
     endpoint = MetricsEndpoint(registry)
@@ -33,7 +34,7 @@ def test_it_serves_the_registry_and_closes_promptly_and_idempotently() -> None:
     endpoint.close()
     # Promptly: the thread is woken, not polled (a hung close would hit this; the idle test below
     # checks the wake-up mechanism itself, so this bound is loose for loaded machines).
-    assert time.monotonic() - started < 5.0
+    lag.claim(time.monotonic() - started < 5.0, "close returned within 5 s")
     endpoint.close()
     assert not any(t.name == "metrics-endpoint" for t in threading.enumerate())
 

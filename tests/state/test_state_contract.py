@@ -12,6 +12,7 @@ from cacheroute_state import Stores
 from cacheroute_state.interfaces import (
     ConflictError,
     Hint,
+    PlanInUseError,
     PlanMismatchError,
     PlanNotFoundError,
 )
@@ -290,3 +291,33 @@ async def test_fetch_table_reads_the_stored_bytes(stores: Stores) -> None:
     fetched = await stores.fetch_table("default", table.version)
     assert fetched is not None and bytes(fetched) == encode_table(table)
     assert await stores.fetch_table("default", "p0000000000000000") is None
+
+
+async def test_delete_plan_removes_it_but_never_the_active_one_or_the_rollback_target(
+    stores: Stores,
+) -> None:
+    v1, v2, v3, v4 = [await store_plan(stores, s) for s in (1, 2, 3, 4)]
+    for generation, version in enumerate((v1, v2, v3)):
+        await stores.plans.move_active(
+            "default", version, expected_generation=generation, actor="a", action="rollout"
+        )
+    # active v3; previous [v2, v1]: v2 is the rollback target
+    for protected in (v3, v2):
+        with pytest.raises(PlanInUseError):
+            await stores.plans.delete_plan("default", protected)
+    assert await stores.plans.delete_plan("default", v1)  # older history may go
+    assert await stores.plans.delete_plan("default", v4)  # never active
+    assert not await stores.plans.delete_plan("default", v4)  # already gone
+    assert await stores.plans.get_metadata("default", v4) is None
+    assert await stores.plans.get_table_bytes("default", v4) is None
+    assert [m.version for m in await stores.plans.list_plans("default", 10)] == [v3, v2]
+    with pytest.raises(PlanNotFoundError):  # a deleted version cannot become active
+        await stores.plans.move_active(
+            "default", v1, expected_generation=3, actor="a", action="rollback"
+        )
+    await stores.plans.move_active(
+        "default", "", expected_generation=3, actor="a", action="disable"
+    )
+    with pytest.raises(PlanInUseError):  # disabled: v3 is now the rollback target
+        await stores.plans.delete_plan("default", v3)
+    assert await stores.plans.delete_plan("default", v2)

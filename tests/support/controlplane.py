@@ -27,6 +27,11 @@ from controlplane.config import ControlPlaneConfig
 from controlplane.server import ControlPlane
 from dataplane.core.keys import hash_key
 
+# Past every gate, by name and with a reason (setup steps that are not about the gates).
+ALL_GATES = ("destinations", "shadow")
+SKIP_ALL: dict[str, Any] = {"skip_gates": list(ALL_GATES), "reason": "test setup"}
+SKIP_ARGS = ("--skip-gate", "destinations", "--skip-gate", "shadow", "--reason", "test setup")
+
 
 def fast_config(redis_url: str, **overrides: Any) -> ControlPlaneConfig:
     """An instance on free ports whose loops tick fast enough for tests."""

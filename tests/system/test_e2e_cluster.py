@@ -6,7 +6,10 @@ control plane's view is checked too: the node turns unhealthy in ``ListNodes``. 
 test: no router decision chose the dead engine later than 1 s after its agent noticed.
 Decisions come from the load itself and from a probe routing a fresh key every 5 ms around the
 kill; their times are taken on the client when the Route answer arrives (later than the router's
-own decision, so the measurement errs against the routers).
+own decision, so the measurement errs against the routers). The probe runs until it has
+``PROBES_AFTER`` decisions past the bound (however long a busy machine takes to make them), so
+the window where a late decision would show is always covered; the bounds themselves are claimed
+through the schedule-lag meter (tests/support/timing.py): missed on a starved machine, skipped.
 """
 
 from __future__ import annotations
@@ -31,11 +34,19 @@ from cachectl.loadgen.workloads import resolve
 from cachectl.localcluster.cluster import ClusterSpec, LocalCluster
 from cacheroute.v1 import routing_pb2, routing_pb2_grpc
 from sim.engine_model import LLAMA_8B
+from tests.support.polling import eventually
+from tests.support.timing import LagMeter
 
 pytestmark = [pytest.mark.e2e, pytest.mark.redis, pytest.mark.grpc, pytest.mark.timeout(120)]
 
 VICTIM = "sim-3"
 NOTICE_BOUND_S = 1.0
+SCRAPE_BOUND_S = 1.0  # the agent scrapes every 250 ms: it notices within a second of the kill
+PROBES_AFTER = 100  # probe decisions past noticed + NOTICE_BOUND_S before the probe stops
+
+
+async def _true(value: bool) -> bool:
+    return value
 
 
 def agent_noticed_at(log: Path, node_id: str) -> float | None:
@@ -71,10 +82,13 @@ async def controlplane_unhealthy_at(cluster: LocalCluster, node_id: str, timeout
 
 
 async def probe_routes(
-    addresses: list[str], stop: asyncio.Event, interval_s: float = 0.005
-) -> list[tuple[float, str]]:
-    """Route a fresh key on each router every ``interval_s``: a fine timeline of decisions."""
-    decisions: list[tuple[float, str]] = []
+    addresses: list[str],
+    stop: asyncio.Event,
+    decisions: list[tuple[float, str]],
+    interval_s: float = 0.005,
+) -> None:
+    """Route a fresh key on each router every ``interval_s`` into ``decisions``: a fine timeline
+    of decisions, readable while it grows."""
     channels = [grpc.aio.insecure_channel(a) for a in addresses]
     stubs: list[Any] = [routing_pb2_grpc.RouterServiceStub(c) for c in channels]
     try:
@@ -89,12 +103,11 @@ async def probe_routes(
     finally:
         for channel in channels:
             await channel.close()
-    return decisions
 
 
 @pytest.mark.slow
 async def test_routers_stop_choosing_a_killed_engine_within_a_second_of_its_agent_noticing(
-    tmp_path: Path,
+    tmp_path: Path, lag: LagMeter
 ) -> None:
     spec = ClusterSpec(
         engines=4,
@@ -112,15 +125,21 @@ async def test_routers_stop_choosing_a_killed_engine_within_a_second_of_its_agen
         async with LoadClient(cluster.router_addresses) as client:
             load = asyncio.create_task(replay(client, requests, drain_timeout_s=20))
             stop_probe = asyncio.Event()
-            probe = asyncio.create_task(probe_routes(cluster.router_addresses, stop_probe))
-            await asyncio.sleep(3.0)
+            probed: list[tuple[float, str]] = []
+            probe = asyncio.create_task(probe_routes(cluster.router_addresses, stop_probe, probed))
+            await eventually(lambda: _true(len(probed) >= PROBES_AFTER), timeout=60)
             victim = cluster.engine_process_of(VICTIM)
             killed_at = time.time()
             victim.signal(signal.SIGKILL)
-            cp_noticed = await controlplane_unhealthy_at(cluster, VICTIM, timeout=10)
-            await asyncio.sleep(2.0)
+            cp_noticed = await controlplane_unhealthy_at(cluster, VICTIM, timeout=30)
+            bound = cp_noticed + NOTICE_BOUND_S
+
+            async def covered() -> bool:  # enough decisions past the bound to see a late one
+                return sum(1 for t, _ in probed if t > bound) >= PROBES_AFTER
+
+            await eventually(covered, timeout=60)
             stop_probe.set()
-            probed = await probe
+            await probe
             outcomes = await load
         survivors_alive = all(p.running() for p, _ in cluster.engine_processes if p is not victim)
     finally:
@@ -130,13 +149,13 @@ async def test_routers_stop_choosing_a_killed_engine_within_a_second_of_its_agen
 
     noticed = agent_noticed_at(cluster.log_dir / "agents.log", VICTIM)
     assert noticed is not None, "the victim's agent never logged engine_unhealthy"
-    assert killed_at <= noticed <= killed_at + 1.0  # the agent scrapes every 250 ms
+    assert killed_at <= noticed
+    lag.claim(noticed <= killed_at + SCRAPE_BOUND_S, "the agent noticed within 1 s of the kill")
     assert noticed <= cp_noticed + 0.05
     chose_victim = sorted(
         [o.routed_unix for o in outcomes if o.node_id == VICTIM]
         + [t for t, node in probed if node == VICTIM]
     )
-    assert len(probed) > 200  # a decision every few tens of milliseconds around the kill
     assert chose_victim and chose_victim[0] < killed_at, "the victim was never chosen before"
     last = chose_victim[-1]
     print(
@@ -144,8 +163,9 @@ async def test_routers_stop_choosing_a_killed_engine_within_a_second_of_its_agen
         f"{cp_noticed - noticed:.3f} s; last decision for {VICTIM} {last - noticed:+.3f} s "
         f"after the agent noticed ({len(chose_victim)} decisions chose it)"
     )
-    assert last - noticed <= NOTICE_BOUND_S, (
-        f"a router chose {VICTIM} {last - noticed:.3f} s after its agent noticed"
+    lag.claim(
+        last - noticed <= NOTICE_BOUND_S,
+        f"a router chose {VICTIM} {last - noticed:.3f} s after its agent noticed (bound 1 s)",
     )
     # Only requests routed to the victim before the routers knew fail; the rest complete.
     assert survivors_alive

@@ -22,7 +22,16 @@ from dataplane.core.keys import hash_key
 from dataplane.core.table import RoutingTable
 from dataplane.core.table_codec import encode_table
 from dataplane.server import RouterConfig, RouterServer
-from tests.support.controlplane import Clients, StubAgent, clients, fast_config, report, running
+from tests.support.controlplane import (
+    SKIP_ALL,
+    SKIP_ARGS,
+    Clients,
+    StubAgent,
+    clients,
+    fast_config,
+    report,
+    running,
+)
 from tests.support.factories import metadata_for
 from tests.support.polling import eventually
 
@@ -179,7 +188,7 @@ async def test_rollout_reaches_both_routers_within_a_second_and_rollback_restore
 
         await import_plan(live, first, tmp_path / "first.plan")
         await import_plan(live, second, tmp_path / "second.plan")
-        assert await live.cachectl("plan", "rollout", first.version, "--force") == 0
+        assert await live.cachectl("plan", "rollout", first.version, *SKIP_ARGS) == 0
 
         async def both_acked(generation: int) -> bool:
             acked = await live.generations()
@@ -189,12 +198,12 @@ async def test_rollout_reaches_both_routers_within_a_second_and_rollback_restore
         for stub in live.stubs:
             assert await follow(stub, first, 1)
 
-        assert await live.cachectl("plan", "rollout", second.version, "--force") == 0
+        assert await live.cachectl("plan", "rollout", second.version, *SKIP_ARGS) == 0
         await eventually(lambda: both_acked(2), timeout=1.0)
         for stub in live.stubs:
             assert await follow(stub, second, 2)
 
-        assert await live.cachectl("plan", "rollback") == 0
+        assert await live.cachectl("plan", "rollback", *SKIP_ARGS) == 0
         await eventually(lambda: both_acked(3), timeout=1.0)
         for stub in live.stubs:
             assert await follow(stub, first, 3)  # the first plan's answers, a newer generation
@@ -208,7 +217,7 @@ async def test_two_concurrent_rollouts_exactly_one_wins(redis_url: str, stores: 
         calls = [
             live.admin.plans.Rollout(
                 admin_pb2.RolloutRequest(
-                    version=v, expected_generation=0, actor=f"op-{i}", force=True
+                    version=v, expected_generation=0, actor=f"op-{i}", **SKIP_ALL
                 )
             )
             for i, v in enumerate((first.version, second.version))
@@ -229,7 +238,7 @@ async def test_a_router_started_after_a_rollout_serves_the_table_from_its_first_
     table = plan_for(3)
     async with cluster(redis_url) as live:
         await import_plan(live, table, tmp_path / "plan")
-        assert await live.cachectl("plan", "rollout", table.version, "--force") == 0
+        assert await live.cachectl("plan", "rollout", table.version, *SKIP_ARGS) == 0
         late = await live.add_router("router-late")
         first = await late.Route(routing_pb2.RouteRequest(key=warm_keys(table)[0]))
         assert (first.version, first.generation) == (table.version, 1)
@@ -242,14 +251,18 @@ async def test_an_invalid_table_is_nacked_with_a_reason_and_the_last_good_one_se
     good = plan_for(4)
     async with cluster(redis_url) as live:
         await import_plan(live, good, tmp_path / "plan")
-        assert await live.cachectl("plan", "rollout", good.version, "--force") == 0
+        assert await live.cachectl("plan", "rollout", good.version, *SKIP_ARGS) == 0
         # A corrupt table under a valid-looking version, as a bad writer or a disk fault would
         # leave it: routers must refuse it. (ImportPlan itself validates, so write to Redis.)
         bad = plan_for(5)
         await stores.plans.put_plan(b"\x0a\x05not a table", metadata_for(bad))
-        # the control plane's rollout gate refuses it too; forced, it reaches the routers
-        assert await live.cachectl("plan", "rollout", bad.version) == 2
-        assert await live.cachectl("plan", "rollout", bad.version, "--force") == 0
+        # the control plane's gates refuse it too, skips or not (gate "table", never skipped);
+        # the bad writer moves the pointer in the store itself, and the routers must NACK it
+        assert await live.cachectl("plan", "rollout", bad.version) == 1
+        assert await live.cachectl("plan", "rollout", bad.version, *SKIP_ARGS) == 1
+        await stores.plans.move_active(
+            "default", bad.version, expected_generation=1, actor="bad-writer", action="rollout"
+        )
 
         async def both_nacked() -> bool:
             status = await live.admin.plans.GetStatus(admin_pb2.GetStatusRequest(pool="default"))
@@ -272,7 +285,7 @@ async def test_plan_disable_makes_both_routers_answer_no_table_and_rollback_rest
     table = plan_for(6)
     async with cluster(redis_url) as live:
         await import_plan(live, table, tmp_path / "plan")
-        assert await live.cachectl("plan", "rollout", table.version, "--force") == 0
+        assert await live.cachectl("plan", "rollout", table.version, *SKIP_ARGS) == 0
 
         async def all_follow(plan: RoutingTable, generation: int) -> bool:
             return all([await follow(stub, plan, generation) for stub in live.stubs])
@@ -290,7 +303,7 @@ async def test_plan_disable_makes_both_routers_answer_no_table_and_rollback_rest
             return True
 
         await eventually(all_flat, timeout=1.0)
-        assert await live.cachectl("plan", "rollback") == 0
+        assert await live.cachectl("plan", "rollback", *SKIP_ARGS) == 0
         await eventually(lambda: all_follow(table, 3), timeout=1.0)
         audit = await stores.plans.read_audit("default", 20)
         assert [(e.action, e.detail) for e in audit if e.generation][1] == ("disable", "incident")
@@ -313,10 +326,13 @@ async def test_a_plan_for_unknown_nodes_is_refused_by_cachectl_and_status_shows_
         out = capsys.readouterr().out
         assert "destinations: 0 of 2 registered in the pool" in out and "node-0" in out
         version = out.split()[1]
-        assert await live.cachectl("plan", "rollout", version) == 2
+        assert await live.cachectl("plan", "rollout", version) == 1
         err = capsys.readouterr().err
-        assert "not registered nodes of pool default: node-0, node-1" in err and "--force" in err
-        assert await live.cachectl("plan", "rollout", version, "--force") == 0
+        assert (
+            "not registered nodes of pool default: node-0, node-1" in err
+            and "--skip-gate destinations" in err
+        )
+        assert await live.cachectl("plan", "rollout", version, *SKIP_ARGS) == 0
         capsys.readouterr()
         assert await live.cachectl("status") == 0
         assert "not registered (2 holding warm keys): node-0, node-1" in capsys.readouterr().out

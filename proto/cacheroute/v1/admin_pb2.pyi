@@ -478,18 +478,20 @@ class RolloutRequest(_message.Message):
     EXPECTED_GENERATION_FIELD_NUMBER: _builtins.int
     ACTOR_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
-    FORCE_FIELD_NUMBER: _builtins.int
+    SKIP_GATES_FIELD_NUMBER: _builtins.int
     pool: _builtins.str
     version: _builtins.str
     expected_generation: _builtins.int
     """Compare-and-set: apply only if the pointer's generation is still this one."""
     actor: _builtins.str
     reason: _builtins.str
-    force: _builtins.bool
-    """Roll out although a rollout gate refuses (unknown warm destinations, no passing shadow
-    verdict, ...); the refusals
-    are recorded in the audit event's detail with the actor.
-    """
+    """Why; required with skip_gates (the audit records it with the actor)."""
+    @_builtins.property
+    def skip_gates(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Gates to go past by name ("destinations", "shadow"); each skipped gate, and what it would
+        have said, is recorded in the pointer move's audit detail with the actor and reason.
+        """
+
     def __init__(
         self,
         *,
@@ -498,11 +500,11 @@ class RolloutRequest(_message.Message):
         expected_generation: _builtins.int | None = ...,
         actor: _builtins.str = ...,
         reason: _builtins.str = ...,
-        force: _builtins.bool = ...,
+        skip_gates: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_expected_generation", b"_expected_generation", "expected_generation", b"expected_generation"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_generation", b"_expected_generation", "actor", b"actor", "expected_generation", b"expected_generation", "force", b"force", "pool", b"pool", "reason", b"reason", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_generation", b"_expected_generation", "actor", b"actor", "expected_generation", b"expected_generation", "pool", b"pool", "reason", b"reason", "skip_gates", b"skip_gates", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__expected_generation: _TypeAlias = _typing.Literal["expected_generation"]  # noqa: Y015
     _WhichOneofArgType__expected_generation: _TypeAlias = _typing.Literal["_expected_generation", b"_expected_generation"]  # noqa: Y015
@@ -519,12 +521,17 @@ class RollbackRequest(_message.Message):
     EXPECTED_GENERATION_FIELD_NUMBER: _builtins.int
     ACTOR_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
+    SKIP_GATES_FIELD_NUMBER: _builtins.int
     pool: _builtins.str
     to_version: _builtins.str
     """Version to re-activate; empty means the version active before the current one."""
     expected_generation: _builtins.int
     actor: _builtins.str
     reason: _builtins.str
+    @_builtins.property
+    def skip_gates(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """As RolloutRequest.skip_gates: a rollback passes the same gates as a rollout."""
+
     def __init__(
         self,
         *,
@@ -533,16 +540,75 @@ class RollbackRequest(_message.Message):
         expected_generation: _builtins.int | None = ...,
         actor: _builtins.str = ...,
         reason: _builtins.str = ...,
+        skip_gates: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_expected_generation", b"_expected_generation", "expected_generation", b"expected_generation"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_generation", b"_expected_generation", "actor", b"actor", "expected_generation", b"expected_generation", "pool", b"pool", "reason", b"reason", "to_version", b"to_version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_generation", b"_expected_generation", "actor", b"actor", "expected_generation", b"expected_generation", "pool", b"pool", "reason", b"reason", "skip_gates", b"skip_gates", "to_version", b"to_version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__expected_generation: _TypeAlias = _typing.Literal["expected_generation"]  # noqa: Y015
     _WhichOneofArgType__expected_generation: _TypeAlias = _typing.Literal["_expected_generation", b"_expected_generation"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType__expected_generation) -> _WhichOneofReturnType__expected_generation | None: ...
 
 Global___RollbackRequest: _TypeAlias = RollbackRequest  # noqa: Y015
+
+@_typing.final
+class ActivationRefused(_message.Message):
+    """The typed details of a refused pointer move (rollout or rollback): FAILED_PRECONDITION whose
+    `grpc-status-details-bin` trailer holds a google.rpc.Status with this message packed in its
+    details, so clients read the gate names instead of parsing the message text.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    POOL_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    ACTION_FIELD_NUMBER: _builtins.int
+    REFUSALS_FIELD_NUMBER: _builtins.int
+    pool: _builtins.str
+    version: _builtins.str
+    action: _builtins.str
+    """"rollout" or "rollback"."""
+    @_builtins.property
+    def refusals(self) -> _containers.RepeatedCompositeFieldContainer[Global___GateRefusal]: ...
+    def __init__(
+        self,
+        *,
+        pool: _builtins.str = ...,
+        version: _builtins.str = ...,
+        action: _builtins.str = ...,
+        refusals: _abc.Iterable[Global___GateRefusal] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "pool", b"pool", "refusals", b"refusals", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ActivationRefused: _TypeAlias = ActivationRefused  # noqa: Y015
+
+@_typing.final
+class GateRefusal(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GATE_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    gate: _builtins.str
+    """The gate's name, as --skip-gate takes it ("destinations", "shadow")."""
+    message: _builtins.str
+    def __init__(
+        self,
+        *,
+        gate: _builtins.str = ...,
+        message: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["gate", b"gate", "message", b"message"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GateRefusal: _TypeAlias = GateRefusal  # noqa: Y015
 
 @_typing.final
 class DisablePlanRequest(_message.Message):
@@ -647,9 +713,14 @@ class PoolStatus(_message.Message):
     GUARD_FIELD_NUMBER: _builtins.int
     P99_TTFT_S_FIELD_NUMBER: _builtins.int
     TTFT_SAMPLES_FIELD_NUMBER: _builtins.int
+    ROUTERS_EXPIRED_FIELD_NUMBER: _builtins.int
     pool: _builtins.str
     p99_ttft_s: _builtins.float
     ttft_samples: _builtins.float
+    routers_expired: _builtins.int
+    """Routers whose last ACK is older than the expiry (controlplane/lifecycle/status.py,
+    ROUTER_EXPIRY_MS: 5 minutes, 60 missed heartbeats): gone, left out of `routers`.
+    """
     @_builtins.property
     def active(self) -> _cluster_pb2.ActivePointer: ...
     @_builtins.property
@@ -690,10 +761,11 @@ class PoolStatus(_message.Message):
         guard: _cluster_pb2.GuardState | None = ...,
         p99_ttft_s: _builtins.float | None = ...,
         ttft_samples: _builtins.float = ...,
+        routers_expired: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_p99_ttft_s", b"_p99_ttft_s", "active", b"active", "active_destinations", b"active_destinations", "active_verdict", b"active_verdict", "auto_mode", b"auto_mode", "guard", b"guard", "p99_ttft_s", b"p99_ttft_s"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_p99_ttft_s", b"_p99_ttft_s", "active", b"active", "active_destinations", b"active_destinations", "active_verdict", b"active_verdict", "auto_mode", b"auto_mode", "guard", b"guard", "last_verdicts", b"last_verdicts", "nodes", b"nodes", "p99_ttft_s", b"p99_ttft_s", "pool", b"pool", "routers", b"routers", "ttft_samples", b"ttft_samples"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_p99_ttft_s", b"_p99_ttft_s", "active", b"active", "active_destinations", b"active_destinations", "active_verdict", b"active_verdict", "auto_mode", b"auto_mode", "guard", b"guard", "last_verdicts", b"last_verdicts", "nodes", b"nodes", "p99_ttft_s", b"p99_ttft_s", "pool", b"pool", "routers", b"routers", "routers_expired", b"routers_expired", "ttft_samples", b"ttft_samples"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__p99_ttft_s: _TypeAlias = _typing.Literal["p99_ttft_s"]  # noqa: Y015
     _WhichOneofArgType__p99_ttft_s: _TypeAlias = _typing.Literal["_p99_ttft_s", b"_p99_ttft_s"]  # noqa: Y015
@@ -728,6 +800,147 @@ class SetAutoModeRequest(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___SetAutoModeRequest: _TypeAlias = SetAutoModeRequest  # noqa: Y015
+
+@_typing.final
+class PrunePlansRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    POOL_FIELD_NUMBER: _builtins.int
+    KEEP_FIELD_NUMBER: _builtins.int
+    DRY_RUN_FIELD_NUMBER: _builtins.int
+    ACTOR_FIELD_NUMBER: _builtins.int
+    pool: _builtins.str
+    keep: _builtins.int
+    """Newest versions kept whatever else holds (0 means the control plane's --plan-retention)."""
+    dry_run: _builtins.bool
+    """Say what would go, delete nothing."""
+    actor: _builtins.str
+    def __init__(
+        self,
+        *,
+        pool: _builtins.str = ...,
+        keep: _builtins.int = ...,
+        dry_run: _builtins.bool = ...,
+        actor: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "dry_run", b"dry_run", "keep", b"keep", "pool", b"pool"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PrunePlansRequest: _TypeAlias = PrunePlansRequest  # noqa: Y015
+
+@_typing.final
+class PrunePlansResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class ProtectedEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    REMOVED_FIELD_NUMBER: _builtins.int
+    PROTECTED_FIELD_NUMBER: _builtins.int
+    KEPT_FIELD_NUMBER: _builtins.int
+    kept: _builtins.int
+    @_builtins.property
+    def removed(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def protected(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """Kept beyond the newest `keep`, and why ("active", "rollback target", "guard")."""
+
+    def __init__(
+        self,
+        *,
+        removed: _abc.Iterable[_builtins.str] | None = ...,
+        protected: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+        kept: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["kept", b"kept", "protected", b"protected", "removed", b"removed"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PrunePlansResponse: _TypeAlias = PrunePlansResponse  # noqa: Y015
+
+@_typing.final
+class ListAuditRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    POOL_FIELD_NUMBER: _builtins.int
+    ACTOR_FIELD_NUMBER: _builtins.int
+    ACTION_FIELD_NUMBER: _builtins.int
+    SINCE_UNIX_MS_FIELD_NUMBER: _builtins.int
+    UNTIL_UNIX_MS_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    pool: _builtins.str
+    """Empty: every pool."""
+    actor: _builtins.str
+    """Exact matches when set: the actor ("cachectl:alice", "automatic-mode") and the action
+    ("rollout", "rollback", "shadow", ...).
+    """
+    action: _builtins.str
+    since_unix_ms: _builtins.int
+    """Events at or after / before these times (0: unbounded)."""
+    until_unix_ms: _builtins.int
+    limit: _builtins.int
+    """Most events returned (0 means 100); each pool's trail keeps its last 10,000."""
+    def __init__(
+        self,
+        *,
+        pool: _builtins.str = ...,
+        actor: _builtins.str = ...,
+        action: _builtins.str = ...,
+        since_unix_ms: _builtins.int = ...,
+        until_unix_ms: _builtins.int = ...,
+        limit: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "actor", b"actor", "limit", b"limit", "pool", b"pool", "since_unix_ms", b"since_unix_ms", "until_unix_ms", b"until_unix_ms"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListAuditRequest: _TypeAlias = ListAuditRequest  # noqa: Y015
+
+@_typing.final
+class ListAuditResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EVENTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def events(self) -> _containers.RepeatedCompositeFieldContainer[_cluster_pb2.AuditEvent]:
+        """Newest first."""
+
+    def __init__(
+        self,
+        *,
+        events: _abc.Iterable[_cluster_pb2.AuditEvent] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["events", b"events"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListAuditResponse: _TypeAlias = ListAuditResponse  # noqa: Y015
 
 @_typing.final
 class VersionVerdict(_message.Message):

@@ -91,6 +91,16 @@ class PlanServiceStub:
                 request_serializer=cacheroute_dot_v1_dot_admin__pb2.SetAutoModeRequest.SerializeToString,
                 response_deserializer=cacheroute_dot_v1_dot_cluster__pb2.AutoMode.FromString,
                 _registered_method=True)
+        self.ListAudit = channel.unary_unary(
+                '/cacheroute.v1.PlanService/ListAudit',
+                request_serializer=cacheroute_dot_v1_dot_admin__pb2.ListAuditRequest.SerializeToString,
+                response_deserializer=cacheroute_dot_v1_dot_admin__pb2.ListAuditResponse.FromString,
+                _registered_method=True)
+        self.PrunePlans = channel.unary_unary(
+                '/cacheroute.v1.PlanService/PrunePlans',
+                request_serializer=cacheroute_dot_v1_dot_admin__pb2.PrunePlansRequest.SerializeToString,
+                response_deserializer=cacheroute_dot_v1_dot_admin__pb2.PrunePlansResponse.FromString,
+                _registered_method=True)
 
 
 class PlanServiceServicer:
@@ -172,6 +182,21 @@ class PlanServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListAudit(self, request, context):
+        """Read the audit trail (who did what, when), filtered; newest first (read role).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PrunePlans(self, request, context):
+        """Delete stored versions beyond the newest `keep`, never the active one, the rollback target
+        or a version the live guard watches (controlplane/lifecycle/retention.py); audited.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_PlanServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -229,6 +254,16 @@ def add_PlanServiceServicer_to_server(servicer, server):
                     servicer.SetAutoMode,
                     request_deserializer=cacheroute_dot_v1_dot_admin__pb2.SetAutoModeRequest.FromString,
                     response_serializer=cacheroute_dot_v1_dot_cluster__pb2.AutoMode.SerializeToString,
+            ),
+            'ListAudit': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAudit,
+                    request_deserializer=cacheroute_dot_v1_dot_admin__pb2.ListAuditRequest.FromString,
+                    response_serializer=cacheroute_dot_v1_dot_admin__pb2.ListAuditResponse.SerializeToString,
+            ),
+            'PrunePlans': grpc.unary_unary_rpc_method_handler(
+                    servicer.PrunePlans,
+                    request_deserializer=cacheroute_dot_v1_dot_admin__pb2.PrunePlansRequest.FromString,
+                    response_serializer=cacheroute_dot_v1_dot_admin__pb2.PrunePlansResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -528,6 +563,60 @@ class PlanService:
             '/cacheroute.v1.PlanService/SetAutoMode',
             cacheroute_dot_v1_dot_admin__pb2.SetAutoModeRequest.SerializeToString,
             cacheroute_dot_v1_dot_cluster__pb2.AutoMode.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListAudit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cacheroute.v1.PlanService/ListAudit',
+            cacheroute_dot_v1_dot_admin__pb2.ListAuditRequest.SerializeToString,
+            cacheroute_dot_v1_dot_admin__pb2.ListAuditResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PrunePlans(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cacheroute.v1.PlanService/PrunePlans',
+            cacheroute_dot_v1_dot_admin__pb2.PrunePlansRequest.SerializeToString,
+            cacheroute_dot_v1_dot_admin__pb2.PrunePlansResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -59,6 +59,12 @@ class PlanServiceStub:
     GetStatus: _grpc.UnaryUnaryMultiCallable[_admin_pb2.GetStatusRequest, _admin_pb2.ClusterStatus]
     SetAutoMode: _grpc.UnaryUnaryMultiCallable[_admin_pb2.SetAutoModeRequest, _cluster_pb2.AutoMode]
     """Turn a pool's automatic mode on or off (audited with the actor; write role)."""
+    ListAudit: _grpc.UnaryUnaryMultiCallable[_admin_pb2.ListAuditRequest, _admin_pb2.ListAuditResponse]
+    """Read the audit trail (who did what, when), filtered; newest first (read role)."""
+    PrunePlans: _grpc.UnaryUnaryMultiCallable[_admin_pb2.PrunePlansRequest, _admin_pb2.PrunePlansResponse]
+    """Delete stored versions beyond the newest `keep`, never the active one, the rollback target
+    or a version the live guard watches (controlplane/lifecycle/retention.py); audited.
+    """
 
 @_typing.type_check_only
 class PlanServiceAsyncStub(PlanServiceStub):
@@ -87,6 +93,12 @@ class PlanServiceAsyncStub(PlanServiceStub):
     GetStatus: _aio.UnaryUnaryMultiCallable[_admin_pb2.GetStatusRequest, _admin_pb2.ClusterStatus]  # type: ignore[assignment]
     SetAutoMode: _aio.UnaryUnaryMultiCallable[_admin_pb2.SetAutoModeRequest, _cluster_pb2.AutoMode]  # type: ignore[assignment]
     """Turn a pool's automatic mode on or off (audited with the actor; write role)."""
+    ListAudit: _aio.UnaryUnaryMultiCallable[_admin_pb2.ListAuditRequest, _admin_pb2.ListAuditResponse]  # type: ignore[assignment]
+    """Read the audit trail (who did what, when), filtered; newest first (read role)."""
+    PrunePlans: _aio.UnaryUnaryMultiCallable[_admin_pb2.PrunePlansRequest, _admin_pb2.PrunePlansResponse]  # type: ignore[assignment]
+    """Delete stored versions beyond the newest `keep`, never the active one, the rollback target
+    or a version the live guard watches (controlplane/lifecycle/retention.py); audited.
+    """
 
 class PlanServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -178,6 +190,24 @@ class PlanServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_cluster_pb2.AutoMode, _abc.Awaitable[_cluster_pb2.AutoMode]]:
         """Turn a pool's automatic mode on or off (audited with the actor; write role)."""
+
+    @_abc_1.abstractmethod
+    def ListAudit(
+        self,
+        request: _admin_pb2.ListAuditRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_pb2.ListAuditResponse, _abc.Awaitable[_admin_pb2.ListAuditResponse]]:
+        """Read the audit trail (who did what, when), filtered; newest first (read role)."""
+
+    @_abc_1.abstractmethod
+    def PrunePlans(
+        self,
+        request: _admin_pb2.PrunePlansRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_pb2.PrunePlansResponse, _abc.Awaitable[_admin_pb2.PrunePlansResponse]]:
+        """Delete stored versions beyond the newest `keep`, never the active one, the rollback target
+        or a version the live guard watches (controlplane/lifecycle/retention.py); audited.
+        """
 
 def add_PlanServiceServicer_to_server(servicer: PlanServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
 

@@ -250,12 +250,20 @@ class ShadowVerdict(_message.Message):
         OUTCOME_PASS: ShadowVerdict._Outcome.ValueType  # 1
         OUTCOME_FAIL: ShadowVerdict._Outcome.ValueType  # 2
         OUTCOME_ERROR: ShadowVerdict._Outcome.ValueType  # 3
+        OUTCOME_INCONCLUSIVE: ShadowVerdict._Outcome.ValueType  # 4
+        """Too few sampled requests to judge (below the control plane's --shadow-min-samples); the
+        shadow gate refuses it unless the operator chose --shadow-inconclusive allow.
+        """
 
     class Outcome(_Outcome, metaclass=_OutcomeEnumTypeWrapper): ...
     OUTCOME_UNSPECIFIED: ShadowVerdict.Outcome.ValueType  # 0
     OUTCOME_PASS: ShadowVerdict.Outcome.ValueType  # 1
     OUTCOME_FAIL: ShadowVerdict.Outcome.ValueType  # 2
     OUTCOME_ERROR: ShadowVerdict.Outcome.ValueType  # 3
+    OUTCOME_INCONCLUSIVE: ShadowVerdict.Outcome.ValueType  # 4
+    """Too few sampled requests to judge (below the control plane's --shadow-min-samples); the
+    shadow gate refuses it unless the operator chose --shadow-inconclusive allow.
+    """
 
     @_typing.final
     class CandidateEntry(_message.Message):
@@ -305,6 +313,8 @@ class ShadowVerdict(_message.Message):
     DECIDED_BY_FIELD_NUMBER: _builtins.int
     SOURCE_FIELD_NUMBER: _builtins.int
     REPORT_JSON_FIELD_NUMBER: _builtins.int
+    PROFILE_FIELD_NUMBER: _builtins.int
+    SAMPLES_FIELD_NUMBER: _builtins.int
     outcome: Global___ShadowVerdict.Outcome.ValueType
     summary: _builtins.str
     decided_at_unix_ms: _builtins.int
@@ -312,6 +322,11 @@ class ShadowVerdict(_message.Message):
     """Who asked for the replay, what it replayed, and the full report (sim/shadow_replay.py) as JSON."""
     source: _builtins.str
     report_json: _builtins.str
+    profile: _builtins.str
+    """The engine profile that judged it (a built-in name, or "fitted:<pool>@<time>" for a profile
+    fitted from the pool's own telemetry) and how many requests were replayed.
+    """
+    samples: _builtins.int
     @_builtins.property
     def candidate(self) -> _containers.ScalarMap[_builtins.str, _builtins.float]:
         """Free-form metric name -> value for the candidate and the baseline."""
@@ -329,10 +344,12 @@ class ShadowVerdict(_message.Message):
         decided_by: _builtins.str = ...,
         source: _builtins.str = ...,
         report_json: _builtins.str = ...,
+        profile: _builtins.str = ...,
+        samples: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["baseline", b"baseline", "candidate", b"candidate", "decided_at_unix_ms", b"decided_at_unix_ms", "decided_by", b"decided_by", "outcome", b"outcome", "report_json", b"report_json", "source", b"source", "summary", b"summary"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["baseline", b"baseline", "candidate", b"candidate", "decided_at_unix_ms", b"decided_at_unix_ms", "decided_by", b"decided_by", "outcome", b"outcome", "profile", b"profile", "report_json", b"report_json", "samples", b"samples", "source", b"source", "summary", b"summary"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

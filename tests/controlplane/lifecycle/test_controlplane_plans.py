@@ -13,7 +13,9 @@ from cacheroute_state import Stores
 from controlplane.server import ControlPlane
 from dataplane.core.keys import hash_key
 from dataplane.core.table_codec import table_to_proto
+from servekit.status_details import unpack_details
 from tests.support.controlplane import (
+    SKIP_ALL,
     Clients,
     clients,
     fast_config,
@@ -140,12 +142,12 @@ async def test_rollout_and_rollback_move_the_pointer_under_new_generations(
     async with running(fast_config(state_url)) as plane, clients(plane.address) as c:
         await register_nodes(c)
         v1, v2 = await import_small(c, 1), await import_small(c, 2)
-        first = await c.plans.Rollout(
-            admin_pb2.RolloutRequest(force=True, version=v1, actor="alice")
-        )
+        for version in (v1, v2):
+            await pass_shadow(stores, version)  # every gate passes: nothing skipped
+        first = await c.plans.Rollout(admin_pb2.RolloutRequest(version=v1, actor="alice"))
         assert (first.version, first.generation, first.action) == (v1, 1, "rollout")
         second = await c.plans.Rollout(
-            admin_pb2.RolloutRequest(force=True, version=v2, expected_generation=1, actor="bob")
+            admin_pb2.RolloutRequest(version=v2, expected_generation=1, actor="bob")
         )
         assert (second.version, second.generation) == (v2, 2)
         back = await c.plans.Rollback(admin_pb2.RollbackRequest(actor="carol", reason="bad"))
@@ -170,11 +172,11 @@ async def test_two_concurrent_rollouts_exactly_one_wins(state_url: str, stores: 
     async with running(fast_config(state_url)) as plane, clients(plane.address) as c:
         await register_nodes(c)
         v0, v1, v2 = [await import_small(c, s) for s in (0, 1, 2)]
-        await c.plans.Rollout(admin_pb2.RolloutRequest(force=True, version=v0, actor="setup"))
+        await c.plans.Rollout(admin_pb2.RolloutRequest(**SKIP_ALL, version=v0, actor="setup"))
         calls = [
             c.plans.Rollout(
                 admin_pb2.RolloutRequest(
-                    force=True, version=v, expected_generation=1, actor=f"op-{v}"
+                    **SKIP_ALL, version=v, expected_generation=1, actor=f"op-{v}"
                 )
             )
             for v in (v1, v2)
@@ -196,10 +198,10 @@ async def test_stale_expected_generation_is_failed_precondition(state_url: str) 
     async with running(fast_config(state_url)) as plane, clients(plane.address) as c:
         await register_nodes(c)
         v1, v2 = await import_small(c, 1), await import_small(c, 2)
-        await c.plans.Rollout(admin_pb2.RolloutRequest(force=True, version=v1))
+        await c.plans.Rollout(admin_pb2.RolloutRequest(**SKIP_ALL, version=v1))
         await refused(
             c.plans.Rollout(
-                admin_pb2.RolloutRequest(force=True, version=v2, expected_generation=0)
+                admin_pb2.RolloutRequest(**SKIP_ALL, version=v2, expected_generation=0)
             ),
             grpc.StatusCode.FAILED_PRECONDITION,
         )
@@ -215,15 +217,15 @@ async def test_rollout_of_a_missing_version_is_not_found_and_changes_nothing(
     async with running(fast_config(state_url)) as plane, clients(plane.address) as c:
         await register_nodes(c)
         v1 = await import_small(c, 1)
-        await c.plans.Rollout(admin_pb2.RolloutRequest(force=True, version=v1))
+        await c.plans.Rollout(admin_pb2.RolloutRequest(**SKIP_ALL, version=v1))
         message = await refused(
-            c.plans.Rollout(admin_pb2.RolloutRequest(force=True, version="p0123456789abcdef")),
+            c.plans.Rollout(admin_pb2.RolloutRequest(**SKIP_ALL, version="p0123456789abcdef")),
             grpc.StatusCode.NOT_FOUND,
         )
         assert "p0123456789abcdef" in message
         await refused(
             c.plans.Rollout(
-                admin_pb2.RolloutRequest(force=True, version="p0123456789abcdef", pool="other")
+                admin_pb2.RolloutRequest(**SKIP_ALL, version="p0123456789abcdef", pool="other")
             ),
             grpc.StatusCode.NOT_FOUND,
         )
@@ -258,7 +260,7 @@ async def test_rollback_without_history_is_failed_precondition(state_url: str) -
         )
         assert "no active plan" in message
         v1 = await import_small(c, 1)
-        await c.plans.Rollout(admin_pb2.RolloutRequest(force=True, version=v1))
+        await c.plans.Rollout(admin_pb2.RolloutRequest(**SKIP_ALL, version=v1))
         message = await refused(
             c.plans.Rollback(admin_pb2.RollbackRequest()), grpc.StatusCode.FAILED_PRECONDITION
         )
@@ -337,7 +339,7 @@ async def test_status_shows_pointer_acks_nodes_and_leader(state_url: str, stores
     ):
         v1 = await import_small(c, 1)
         await c.nodes.AddNode(admin_pb2.AddNodeRequest(node_id="n1", address="h:1"))
-        await c.plans.Rollout(admin_pb2.RolloutRequest(version=v1, actor="alice", force=True))
+        await c.plans.Rollout(admin_pb2.RolloutRequest(version=v1, actor="alice", **SKIP_ALL))
         await stores.cluster.put_ack(
             cluster_pb2.RouterAck(
                 router_id="r1", pool="default", version=v1, generation=1, accepted=True
@@ -384,17 +386,154 @@ async def test_rollout_of_a_plan_for_unknown_nodes_is_refused_naming_them(
             c.plans.Rollout(admin_pb2.RolloutRequest(version=version, actor="alice")),
             grpc.StatusCode.FAILED_PRECONDITION,
         )
-        assert "not registered nodes of pool default" in message and "--force" in message
+        assert "not registered nodes of pool default" in message
+        assert "--skip-gate destinations" in message
         assert all(f"node-{i}" in message for i in range(4))
         assert await stores.plans.get_active("default") is None  # nothing changed
-        forced = await c.plans.Rollout(
-            admin_pb2.RolloutRequest(version=version, actor="alice", reason="drill", force=True)
+        await pass_shadow(stores, version)
+        skipped = await c.plans.Rollout(
+            admin_pb2.RolloutRequest(
+                version=version, actor="alice", reason="drill", skip_gates=["destinations"]
+            )
         )
-        assert forced.generation == 1
+        assert skipped.generation == 1
         (event,) = [e for e in await stores.plans.read_audit("default", 10) if e.generation]
         assert (event.action, event.actor) == ("rollout", "alice")
-        assert event.detail.startswith("drill; forced past destinations:")
+        assert event.detail.startswith("drill; skipped gate destinations (would refuse:")
         assert "node-0" in event.detail
+
+
+def refusal_of(error: grpc.aio.AioRpcError) -> admin_pb2.ActivationRefused:
+    """The typed details of a refused pointer move (never its message text)."""
+    found = unpack_details(error.trailing_metadata(), admin_pb2.ActivationRefused)  # type: ignore[arg-type]
+    assert found is not None, error.details()
+    return found
+
+
+async def refused_by(call: object) -> admin_pb2.ActivationRefused:
+    """Await a pointer move that gates must refuse; returns the typed refusal."""
+    with pytest.raises(grpc.aio.AioRpcError) as raised:
+        await call  # type: ignore[misc]
+    assert raised.value.code() == grpc.StatusCode.FAILED_PRECONDITION, raised.value.details()
+    return refusal_of(raised.value)
+
+
+async def two_generations(c: Clients, stores: Stores) -> tuple[str, str]:
+    """v1 then v2 rolled out through every gate (nodes node-0..3 registered, verdicts pass)."""
+    await register_nodes(c)
+    v1, v2 = await import_small(c, 1), await import_small(c, 2)
+    for version in (v1, v2):
+        await pass_shadow(stores, version)
+        await c.plans.Rollout(admin_pb2.RolloutRequest(version=version, actor="setup"))
+    return v1, v2
+
+
+async def fail_shadow(stores: Stores, version: str) -> None:
+    meta = await stores.plans.get_metadata("default", version)
+    assert meta is not None
+    meta.verdict.outcome = table_pb2.ShadowVerdict.Outcome.OUTCOME_FAIL
+    meta.verdict.summary = "p99 regressed beyond noise"
+    await stores.plans.update_metadata(meta)
+
+
+async def moves(stores: Stores) -> list[cluster_pb2.AuditEvent]:
+    return [e for e in await stores.plans.read_audit("default", 50) if e.generation]
+
+
+@pytest.mark.parametrize("to", [False, True], ids=["previous", "to"])
+async def test_rollback_is_refused_by_the_shadow_gate_and_allowed_by_skipping_it_audited(
+    state_url: str, stores: Stores, to: bool
+) -> None:
+    async with running(fast_config(state_url)) as plane, clients(plane.address) as c:
+        v1, _ = await two_generations(c, stores)
+        await fail_shadow(stores, v1)
+        request = admin_pb2.RollbackRequest(actor="carol", to_version=v1 if to else "")
+        refusal = await refused_by(c.plans.Rollback(request))
+        assert (refusal.action, refusal.version) == ("rollback", v1)
+        assert [r.gate for r in refusal.refusals] == ["shadow"]
+        assert "fail" in refusal.refusals[0].message
+        assert (await stores.plans.get_active("default")).generation == 2  # type: ignore[union-attr]
+        request.skip_gates.append("shadow")
+        message = await refused(c.plans.Rollback(request), grpc.StatusCode.INVALID_ARGUMENT)
+        assert message.startswith("reason:")  # a skip needs a reason
+        request.reason = "incident 42: v2 drops keys"
+        back = await c.plans.Rollback(request)
+        assert (back.version, back.generation, back.action) == (v1, 3, "rollback")
+        event = (await moves(stores))[-1]
+        assert (event.actor, event.action, event.to_version) == ("carol", "rollback", v1)
+        assert event.detail.startswith("incident 42: v2 drops keys; skipped gate shadow")
+        assert "would refuse" in event.detail
+
+
+@pytest.mark.parametrize("to", [False, True], ids=["previous", "to"])
+async def test_rollback_to_a_plan_whose_nodes_left_is_refused_by_the_destination_gate(
+    state_url: str, stores: Stores, to: bool
+) -> None:
+    async with running(fast_config(state_url)) as plane, clients(plane.address) as c:
+        v1, _ = await two_generations(c, stores)
+        for i in range(4):
+            await c.nodes.RemoveNode(admin_pb2.RemoveNodeRequest(node_id=f"node-{i}"))
+        request = admin_pb2.RollbackRequest(actor="carol", to_version=v1 if to else "")
+        refusal = await refused_by(c.plans.Rollback(request))
+        assert [r.gate for r in refusal.refusals] == ["destinations"]
+        assert "node-0" in refusal.refusals[0].message
+        request.skip_gates.append("destinations")
+        request.reason = "drill"
+        back = await c.plans.Rollback(request)
+        assert back.version == v1
+        event = (await moves(stores))[-1]
+        assert event.detail.startswith("drill; skipped gate destinations (would refuse:")
+
+
+async def test_a_rollback_refused_by_both_gates_names_both_and_a_skip_of_one_is_not_enough(
+    state_url: str, stores: Stores
+) -> None:
+    async with running(fast_config(state_url)) as plane, clients(plane.address) as c:
+        v1, _ = await two_generations(c, stores)
+        await fail_shadow(stores, v1)
+        for i in range(4):
+            await c.nodes.RemoveNode(admin_pb2.RemoveNodeRequest(node_id=f"node-{i}"))
+        request = admin_pb2.RollbackRequest(to_version=v1, reason="x", skip_gates=["shadow"])
+        refusal = await refused_by(c.plans.Rollback(request))
+        assert [r.gate for r in refusal.refusals] == ["destinations"]
+        request.skip_gates.append("destinations")
+        assert (await c.plans.Rollback(request)).version == v1
+
+
+async def test_an_unknown_gate_name_is_invalid_argument_naming_the_gates(state_url: str) -> None:
+    async with running(fast_config(state_url)) as plane, clients(plane.address) as c:
+        v1 = await import_small(c, 1)
+        request = admin_pb2.RolloutRequest(version=v1, reason="r", skip_gates=["everything"])
+        message = await refused(c.plans.Rollout(request), grpc.StatusCode.INVALID_ARGUMENT)
+        assert "skip_gates: no gate named everything" in message
+        assert "destinations, shadow" in message
+
+
+async def test_an_inconclusive_verdict_follows_the_operators_rule(
+    state_url: str, stores: Stores
+) -> None:
+    for rule, allowed in (("refuse", False), ("allow", True)):
+        config = fast_config(state_url, shadow_inconclusive=rule)
+        async with running(config) as plane, clients(plane.address) as c:
+            if not allowed:  # the first round; the store keeps them for the second
+                await register_nodes(c)
+            version = await import_small(c, 7 if allowed else 8)
+            meta = await stores.plans.get_metadata("default", version)
+            assert meta is not None
+            meta.verdict.CopyFrom(
+                table_pb2.ShadowVerdict(
+                    outcome=table_pb2.ShadowVerdict.Outcome.OUTCOME_INCONCLUSIVE,
+                    summary="12 sampled requests", decided_at_unix_ms=1,
+                )
+            )  # fmt: skip
+            await stores.plans.update_metadata(meta)
+            request = admin_pb2.RolloutRequest(version=version)
+            if allowed:
+                assert (await c.plans.Rollout(request)).version == version
+            else:
+                refusal = await refused_by(c.plans.Rollout(request))
+                assert [r.gate for r in refusal.refusals] == ["shadow"]
+                assert "inconclusive" in refusal.refusals[0].message
 
 
 async def test_a_plan_whose_destinations_are_registered_rolls_out_and_says_so(
@@ -426,7 +565,8 @@ async def test_disable_is_a_generation_without_a_table_and_rollback_restores(
         )
         assert "no active plan" in message
         v1 = await import_small(c, 1)
-        await c.plans.Rollout(admin_pb2.RolloutRequest(force=True, version=v1, actor="alice"))
+        await pass_shadow(stores, v1)
+        await c.plans.Rollout(admin_pb2.RolloutRequest(version=v1, actor="alice"))
         off = await c.plans.DisablePlan(admin_pb2.DisablePlanRequest(actor="bob", reason="oops"))
         assert (off.version, off.generation, off.action, off.actor) == ("", 2, "disable", "bob")
         await refused(
@@ -475,7 +615,7 @@ async def test_a_build_with_an_active_plan_is_churn_aware_and_records_its_churn(
             await stores.telemetry.add_traffic(traffic("r1", window, counts, total=2000))
         first = (await c.plans.BuildPlan(admin_pb2.BuildPlanRequest(slots_per_node=3))).metadata
         assert not first.HasField("replan")  # nothing was active
-        await c.plans.Rollout(admin_pb2.RolloutRequest(force=True, version=first.version))
+        await c.plans.Rollout(admin_pb2.RolloutRequest(**SKIP_ALL, version=first.version))
         drifted = {k: v + (7 if i % 2 else -7) for i, (k, v) in enumerate(counts.items())}
         for window in range(3, 9):
             await stores.telemetry.add_traffic(traffic("r1", window, drifted, total=2000))

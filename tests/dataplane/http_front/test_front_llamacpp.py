@@ -3,7 +3,9 @@
 Marked ``llamacpp``. It needs the cached ``llama-server`` build (``.venv/bin/python
 scripts/build_llamacpp.py``, ≈ 4 min on 2 idle cores, cached under the user's cache directory);
 with ``CACHEROUTE_BUILD_LLAMACPP=1`` the test builds it itself, otherwise it is skipped with the
-command to run. The model is written at test time (``llamacpp_engine.write_model``).
+command to run; under ``CACHEROUTE_REQUIRE_LLAMACPP=1`` (set by ``.ci/run`` after it built the
+binary) a missing binary fails the test instead, so CI never skips it quietly. The model is
+written at test time (``llamacpp_engine.write_model``).
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ def _binary() -> Path:
     spec.loader.exec_module(module)
     binary: Path = module.cached_binary()
     if not binary.exists():
+        if os.environ.get("CACHEROUTE_REQUIRE_LLAMACPP") == "1":  # CI: .ci/run built it
+            pytest.fail(f"CACHEROUTE_REQUIRE_LLAMACPP=1 but no llama-server at {binary}")
         if os.environ.get("CACHEROUTE_BUILD_LLAMACPP") != "1":
             pytest.skip("no cached llama-server: run .venv/bin/python scripts/build_llamacpp.py "
                         "or set CACHEROUTE_BUILD_LLAMACPP=1")  # fmt: skip

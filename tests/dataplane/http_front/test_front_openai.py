@@ -9,6 +9,8 @@ from cacheroute_state import Stores
 from dataplane.core.keys import MAX_PROMPT_BYTES, prompt_blocks
 from tests.dataplane.http_front.conftest import SimEngines, front_url, node_ids, running_front
 from tests.dataplane.http_front.metrics_util import in_flight, metric_sum
+from tests.support.polling import eventually
+from tests.support.router import load_snapshot
 
 pytestmark = [pytest.mark.redis, pytest.mark.grpc]
 
@@ -91,6 +93,35 @@ async def test_completions_and_models_and_health(
         http = api._client  # the client's own httpx connection
         health = await http.get(f"{front_url(server)}/health")
         assert health.status_code == 200 and health.json()["eligible_engines"]["default"] == 4
+        await api.chat.completions.create(
+            model=models.data[0].id, messages=[{"role": "user", "content": "hi"}], max_tokens=2
+        )
+        name = "cacheroute_router_http_requests_total"
+        assert metric_sum(server, name, route="completions", status="200") == 1
+        assert metric_sum(server, name, route="chat_completions", status="200") == 1
+
+
+async def test_health_is_503_when_no_engine_is_eligible(
+    redis_url: str, stores: Stores, shared_engines: SimEngines
+) -> None:
+    async with running_front(redis_url, stores, shared_engines.addresses[:2]) as server:
+        http = client(front_url(server))._client
+        ids = node_ids(2)
+        addresses = dict(zip(ids, shared_engines.addresses[:2], strict=True))
+        drained = load_snapshot(
+            dict.fromkeys(ids, 0.0), seq=2, draining=tuple(ids), addresses=addresses
+        )
+        await stores.cluster.publish_load(drained)
+        view = server.router.pools["default"].view
+        await eventually(lambda: _true(not view.eligible_nodes), timeout=10)
+        health = await http.get(f"{front_url(server)}/health")
+        assert health.status_code == 503
+        assert health.json()["status"] == "no_eligible_engine"
+        assert health.json()["eligible_engines"] == {"default": 0}
+
+
+async def _true(value: bool) -> bool:
+    return value
 
 
 async def test_engine_4xx_passes_through_unchanged(

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -52,13 +53,18 @@ async def test_the_router_process_serves_the_front_when_asked_and_stops_on_sigte
         while True:
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as r:
-                    health = json.loads(r.read())
-                    break
+                    status, health = r.status, json.loads(r.read())
+            except urllib.error.HTTPError as answer:  # answered, but not healthy
+                status, health = answer.code, json.loads(answer.read())
             except OSError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    pytest.fail("the front never answered /health")
-                await asyncio.sleep(0.1)
-        assert health["status"] == "ok" and "default" in health["eligible_engines"]
+                status, health = 0, {}
+            if health and health["status"] != "not_synced":
+                break
+            if time.monotonic() > deadline or proc.poll() is not None:
+                pytest.fail("the front never answered /health")
+            await asyncio.sleep(0.1)
+        assert (status, health["status"]) == (503, "no_eligible_engine")  # no engine registered
+        assert health["eligible_engines"] == {"default": 0}
     finally:
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=30)
