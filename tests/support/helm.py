@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from helm_python.chart import Chart
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "deploy" / "helm" / "cacheroute"
@@ -64,8 +65,6 @@ def recipe_values(name: str) -> dict[str, Any]:
 
 def render(values: dict[str, Any] | None = None) -> dict[str, str]:
     """template path -> rendered text; raises the SDK's HelmValuesError/HelmRenderError."""
-    from helm_python.chart import Chart
-
     return dict(Chart.load(CHART).render(values or {}, name=RELEASE, namespace=NAMESPACE))
 
 

@@ -17,6 +17,8 @@ import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
+from helm_python.chart import lint
+from helm_python.errors import HelmError
 
 from servekit.grpc_server import LIVENESS, READINESS
 from tests.support.helm import (
@@ -49,8 +51,6 @@ def test_there_are_the_three_recipes_of_the_docs() -> None:
 
 @pytest.mark.parametrize("recipe", VALUE_SETS)
 def test_the_chart_lints_clean_with_each_value_set(recipe: str) -> None:
-    from helm_python.chart import lint
-
     report = lint(CHART, recipe_values(recipe), strict=True, namespace="inference")
     problems = [m for m in report["messages"] if m["severity"] >= 2]
     assert not report["errors"] and not problems, report
@@ -246,13 +246,11 @@ BROKEN = [
 
 @pytest.mark.parametrize(("values", "named"), BROKEN)
 def test_a_broken_value_fails_the_schema_naming_the_key(values: dict[str, Any], named: str) -> None:
-    from helm_python.errors import HelmError
-
     with pytest.raises(HelmError) as raised:
         render(values)
     message = str(raised.value)
     assert "values don't meet the specifications of the schema" in message, message
-    assert named.split(".")[-1] in message, message
+    assert named.rsplit(".", maxsplit=1)[-1] in message, message
 
 
 @pytest.mark.parametrize(
@@ -270,8 +268,6 @@ def test_a_broken_value_fails_the_schema_naming_the_key(values: dict[str, Any], 
 def test_an_inconsistent_value_set_fails_rendering_with_the_fix(
     values: dict[str, Any], message: str
 ) -> None:
-    from helm_python.errors import HelmError
-
     with pytest.raises(HelmError, match=re.escape(message)):
         render(values)
 
