@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -282,3 +284,24 @@ def test_with_tls_the_probes_ask_the_health_service_through_tls_in_valid_python(
         compile(code, kind, "exec")
         assert "ssl_target_name_override', 'cr-cacheroute-controlplane'" in code
         assert "tls.key" in code  # mTLS: the probe presents a certificate too
+
+
+def test_a_broken_template_fails_lint_and_a_wrong_field_fails_the_kubernetes_schema(
+    tmp_path: Path,
+) -> None:
+    broken = tmp_path / "cacheroute"
+    shutil.copytree(CHART, broken)  # the dashboard symlink becomes a copy: fine for this check
+    template = broken / "templates" / "router.yaml"
+    text = template.read_text()
+    command = "          command: [python, -m, dataplane]\n"
+    assert command in text
+    template.write_text(text.replace(command, command + "         args: [--misindented]\n"))
+    report = lint(broken, {}, strict=True)
+    assert any("router.yaml" in m["path"] and m["severity"] == 3 for m in report["messages"])
+    (deployment,) = [
+        d for d in of_kind("default", "Deployment") if d["metadata"]["name"].endswith("router")
+    ]
+    wrong = json.loads(json.dumps(deployment))
+    wrong["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]["grpc"]["portt"] = 1
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(wrong, KUBERNETES_VERSIONS[-1], strict=True)
