@@ -12,9 +12,9 @@ from controlplane.cluster.nodes import (
     InvalidAddressError,
     Liveness,
     node_status,
-    state_of,
     validate_address,
 )
+from controlplane.core.node_states import state_of
 from tests.support.controlplane import StubAgent, clients, fast_config, node_ids, report, running
 from tests.support.polling import eventually
 from tests.support.state import on_redis
