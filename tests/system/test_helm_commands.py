@@ -88,16 +88,22 @@ def test_the_trial_redis_starts_with_the_charts_arguments(tmp_path: Path) -> Non
         args[args.index("--dir") + 1] = str(tmp_path)
         args[args.index("--port") + 1] = "0"  # no TCP: only the arguments are under test
         socket = tmp_path / f"{recipe}.sock"
-        process = subprocess.Popen(
-            [str(redis_server()), *args, "--unixsocket", str(socket)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
+        log = tmp_path / f"{recipe}.log"
+        with log.open("wb") as out:
+            process = subprocess.Popen(
+                [str(redis_server()), *args, "--unixsocket", str(socket)],
+                stdout=out, stderr=subprocess.STDOUT,
+            )  # fmt: skip
         try:
             deadline = time.monotonic() + 30
             while not socket.exists() and process.poll() is None and time.monotonic() < deadline:
                 time.sleep(0.02)
-            assert process.poll() is None, f"redis-server refused the chart's arguments: {args}"
-            assert redis.Redis(unix_socket_path=str(socket)).ping()
+            assert process.poll() is None, f"redis-server refused {args}: {log.read_text()}"
+            client = redis.Redis(unix_socket_path=str(socket))
+            try:
+                assert client.ping()
+            finally:
+                client.close()
         finally:
             process.terminate()
             process.wait(10)
