@@ -15,12 +15,18 @@ the local cluster cheap on a small machine)::
 not name come from ``--pool``, ``--weight``, ``--dialect``, and ``address`` defaults to the URL's
 host:port. In a config file ``engine`` is a list; in ``CACHEROUTE_ENGINE`` specs are separated by
 spaces or ``;``. SIGTERM or SIGINT: every agent sends ``leaving``, closes its stream, exit 0.
+
+In a Kubernetes pod (a sidecar next to its engine), the downward API's ``POD_IP`` and
+``POD_NAME`` make the node address ``POD_IP:<the engine URL's port>``, the endpoint a gateway
+dials, and the node id the pod's name; ``--drain-timeout`` makes SIGTERM drain the node first
+(routers stop choosing it while the engine finishes what it holds), then leave.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import ipaddress
 import math
 import sys
 from collections.abc import Mapping, Sequence
@@ -38,7 +44,14 @@ from agents.agent_metrics import AgentMetrics
 from dataplane.core.names import InvalidNameError, validate_node_id, validate_pool
 from servekit import client_token
 from servekit.addresses import parse_host_port
-from servekit.flags import LOG_FORMAT, LOG_LEVEL, LOG_OPTIONS, add_version_flag, optional_path
+from servekit.flags import (
+    LOG_FORMAT,
+    LOG_LEVEL,
+    LOG_OPTIONS,
+    add_version_flag,
+    non_negative_float,
+    optional_path,
+)
 from servekit.grpc_server import wait_for_signal
 from servekit.logging import configure_logging
 from servekit.metrics_endpoint import MetricsEndpoint
@@ -57,6 +70,17 @@ def optional_text(text: str) -> str | None:
     return text or None
 
 
+def optional_ip(text: str) -> str | None:
+    """An IP address as a node address's host (IPv6 in brackets), or None for ''."""
+    if not text:
+        return None
+    try:
+        ip = ipaddress.ip_address(text.strip().strip("[]"))
+    except ValueError:
+        raise ValueError(f"expected an IP address, got {text!r}") from None
+    return f"[{ip}]" if ip.version == 6 else str(ip)
+
+
 ENGINE_URL: Option[str | None] = Option(
     "engine_url",
     None,
@@ -72,6 +96,30 @@ ADDRESS: Option[str | None] = Option(
     optional_text,
     "engine serving host:port for callers",
     shown_default="from the URL",
+)
+POD_IP: Option[str | None] = Option(
+    "pod_ip",
+    None,
+    optional_ip,
+    "this pod's IP: node addresses not given are POD_IP:<the engine URL's port>, the endpoint "
+    "a gateway dials",
+    shown_default="the URL's host",
+    fallback_env="POD_IP",
+)
+POD_NAME: Option[str | None] = Option(
+    "pod_name",
+    None,
+    optional_text,
+    "node id for --engine-url when --node-id is not given",
+    shown_default="its address",
+    fallback_env="POD_NAME",
+)
+DRAIN_TIMEOUT = Option(
+    "drain_timeout",
+    0.0,
+    non_negative_float,
+    "on SIGTERM, seconds the node stays drained (routers choose it no more) while its engine "
+    "finishes in-flight requests, before the agent leaves; 0: leave at once",
 )
 ENGINE = list_option(
     "engine",
@@ -103,8 +151,9 @@ TLS_CA: Option[Path | None] = Option(
 TLS_CERT: Option[Path | None] = Option("tls_cert", None, optional_path, "client certificate (mTLS)")
 TLS_KEY: Option[Path | None] = Option("tls_key", None, optional_path, "client private key (mTLS)")
 OPTIONS = OptionSet(
-    ENGINE_URL, NODE_ID, ADDRESS, ENGINE, POOL, CONTROLPLANE, TOKEN_FILE, INTERVAL,
-    SCRAPE_TIMEOUT, DIALECT, WEIGHT, METRICS_LISTEN, TLS_CA, TLS_CERT, TLS_KEY, LOG_OPTIONS,
+    ENGINE_URL, NODE_ID, ADDRESS, POD_IP, POD_NAME, DRAIN_TIMEOUT, ENGINE, POOL, CONTROLPLANE,
+    TOKEN_FILE, INTERVAL, SCRAPE_TIMEOUT, DIALECT, WEIGHT, METRICS_LISTEN, TLS_CA, TLS_CERT,
+    TLS_KEY, LOG_OPTIONS,
 )  # fmt: skip
 
 
@@ -125,8 +174,9 @@ def parse_args(
     return OPTIONS.parse(build_parser(), argv, environ)
 
 
-def engine_endpoints(url: str) -> tuple[str, str]:
-    """(metrics URL, host:port) of an engine base URL; raises ConfigError naming the URL."""
+def engine_endpoints(url: str, pod_ip: str | None = None) -> tuple[str, str]:
+    """(metrics URL, host:port) of an engine base URL, the host replaced by ``pod_ip`` when
+    given; raises ConfigError naming the URL."""
     parts = urlsplit(url.strip())
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ConfigError(f"engine URL {url!r} must look like http://host:port")
@@ -135,6 +185,8 @@ def engine_endpoints(url: str) -> tuple[str, str]:
     except ValueError as exc:
         raise ConfigError(f"engine URL {url!r}: {exc}") from exc
     host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    if pod_ip is not None:
+        host = pod_ip
     path = parts.path.rstrip("/")
     if not path.endswith("/metrics"):
         path += "/metrics"
@@ -142,13 +194,13 @@ def engine_endpoints(url: str) -> tuple[str, str]:
     return metrics_url, f"{host}:{port}"
 
 
-def parse_engine_spec(spec: str, base: AgentConfig) -> AgentConfig:
+def parse_engine_spec(spec: str, base: AgentConfig, pod_ip: str | None = None) -> AgentConfig:
     """``NODE_ID=URL[,address=H:P][,weight=W][,dialect=D]`` over the defaults in ``base``."""
     head, _, rest = spec.partition(",")
     node_id, sep, url = head.partition("=")
     if not sep or not node_id or not url:
         raise ConfigError(f"--engine {spec!r}: expected NODE_ID=URL[,key=value...]")
-    metrics_url, address = engine_endpoints(url)
+    metrics_url, address = engine_endpoints(url, pod_ip)
     fields: dict[str, Any] = {"address": address}
     for item in filter(None, rest.split(",")):
         key, sep, value = item.partition("=")
@@ -168,6 +220,7 @@ def parse_engine_spec(spec: str, base: AgentConfig) -> AgentConfig:
         weight=fields.get("weight", base.weight),
         interval_s=base.interval_s,
         scrape_timeout_s=base.scrape_timeout_s,
+        drain_timeout_s=base.drain_timeout_s,
     )
 
 
@@ -188,19 +241,21 @@ def agent_configs(args: argparse.Namespace) -> list[AgentConfig]:
         weight=_weight(WEIGHT.value(args), "--weight"),
         interval_s=interval,
         scrape_timeout_s=scrape_timeout,
+        drain_timeout_s=DRAIN_TIMEOUT.value(args),
     )
     configs: list[AgentConfig] = []
     engine_url, node_id, address = ENGINE_URL.value(args), NODE_ID.value(args), ADDRESS.value(args)
+    pod_ip = POD_IP.value(args)
     if engine_url:
-        metrics_url, url_address = engine_endpoints(engine_url)
+        metrics_url, url_address = engine_endpoints(engine_url, pod_ip)
         address = address or url_address
+        node_id = node_id or POD_NAME.value(args) or address
         configs.append(
-            replace(base, node_id=_node_id(node_id or address), address=address,
-                    metrics_url=metrics_url)
-        )  # fmt: skip
+            replace(base, node_id=_node_id(node_id), address=address, metrics_url=metrics_url)
+        )
     elif node_id or address:
         raise ConfigError("--node-id and --address describe --engine-url, which is missing")
-    configs.extend(parse_engine_spec(spec, base) for spec in ENGINE.value(args))
+    configs.extend(parse_engine_spec(spec, base, pod_ip) for spec in ENGINE.value(args))
     if not configs:
         raise ConfigError("no engine: give --engine-url or at least one --engine")
     ids = [c.node_id for c in configs]

@@ -3,6 +3,12 @@
 The interval starts at ``--interval`` and follows the control plane's directives. A scrape in
 flight when the agent stops is abandoned; the last report (``leaving = true``) is then sent by
 the reporter before the agent's task ends.
+
+With ``drain_timeout_s`` (a pod being deleted), stopping first *drains*: reports say
+``draining`` so routers stop choosing the node, and the agent goes on scraping until the control
+plane has confirmed the drain and a later scrape finds the engine idle (nothing running or
+waiting) or gone, or the timeout passes; only then does it leave. A node that is merely down
+would still count toward the routers' panic threshold; a drained one does not.
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ class AgentConfig:
     weight: float = 1.0
     interval_s: float = 0.25
     scrape_timeout_s: float = 1.0
+    drain_timeout_s: float = 0.0  # on stop: drain this long at most before leaving (0: don't)
 
 
 class Agent:
@@ -76,6 +83,7 @@ class Agent:
             token=token,
         )
         self._stop = asyncio.Event()
+        self.draining = False  # stopping: reports say draining until the engine is idle
         self._log = log.bind(node_id=config.node_id, engine=config.metrics_url)
 
     @property
@@ -101,9 +109,34 @@ class Agent:
                 self._log_transition(previous, state)
                 self.reporter.offer(self.build_report(state))
                 await wait_event(self._stop, tick + self.interval_s - loop.time())
+            if self.config.drain_timeout_s > 0 and self.reporter.ever_sent:
+                await self._drain()
         finally:
             await self.reporter.close(self.build_report(self.scraper.state))
             self._log.info("agent_stopped", leaving_sent=self.reporter.leaving_sent)
+
+    async def _drain(self) -> None:
+        """Report ``draining`` until the drain is confirmed and the engine idle, or timed out."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.config.drain_timeout_s
+        self.draining = True
+        self._log.info("agent_draining", timeout_s=self.config.drain_timeout_s)
+        self.reporter.offer(self.build_report(self.scraper.state))
+        idle = False
+        while loop.time() < deadline:
+            confirmed = self.reporter.draining  # before the scrape: routers saw it by then
+            state = await self.scraper.scrape()
+            self.reporter.offer(self.build_report(state))
+            idle = not state.healthy or (
+                state.sample is not None and state.sample.running + state.sample.waiting == 0
+            )
+            if confirmed and idle:
+                break
+            await asyncio.sleep(max(0.0, min(self.interval_s, deadline - loop.time())))
+        self._log.info(
+            "agent_drained" if idle else "agent_drain_timed_out",
+            confirmed=self.reporter.draining,
+        )
 
     async def _scrape_unless_stopped(self) -> ScrapeState | None:
         scrape = asyncio.create_task(self.scraper.scrape())
@@ -132,6 +165,7 @@ class Agent:
             error=state.error,
             weight=cfg.weight,
             report_interval_ms=interval_ms,
+            draining=self.draining,
             prompt_tokens_per_s=state.rates.prompt_tokens_per_s,
             generation_tokens_per_s=state.rates.generation_tokens_per_s,
         )

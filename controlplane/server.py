@@ -166,7 +166,11 @@ class ControlPlane:
             )
         stores = self.stores = open_stores(self.redis_url)
         self.leader = LeaderElector(
-            stores.leases, self.instance_id, ttl_s=cfg.leader_lease_ttl_s, metrics=self.metrics
+            stores.leases,
+            self.instance_id,
+            ttl_s=cfg.leader_lease_ttl_s,
+            metrics=self.metrics,
+            on_reachable=self._set_ready,
         )
         guard = RpcGuard(limit_of(cfg.max_request_bytes, cfg.max_import_bytes))
         if cfg.auth_file is not None:
@@ -220,7 +224,7 @@ class ControlPlane:
         if cfg.metrics_listen:
             host, port = parse_host_port(cfg.metrics_listen)
             self.metrics_endpoint = MetricsEndpoint(self.metrics.registry, host, port)
-        await self.grpc.start()
+        await self.grpc.start(ready=False)  # ready once the first lease call reaches the store
         self._start_loops()
         if self.embedded is not None:
             self._tasks.append(asyncio.create_task(self._supervise_embedded(), name="redis"))
@@ -232,6 +236,17 @@ class ControlPlane:
             embedded_redis=self.embedded is not None,
             metrics=self.metrics_endpoint.url if self.metrics_endpoint else None,
         )
+
+    async def _set_ready(self, reachable: bool) -> None:
+        """gRPC ``readiness``: SERVING while this instance reaches the store."""
+        if self.grpc is not None:
+            await self.grpc.set_ready(reachable)
+        if reachable:
+            log.info("store reachable; readiness SERVING", redis_url=redacted(self.redis_url))
+        else:
+            log.warning(
+                "store unreachable; readiness NOT_SERVING", redis_url=redacted(self.redis_url)
+            )
 
     def store_description(self) -> str:
         """The store as `cachectl status` shows it (never with a password)."""

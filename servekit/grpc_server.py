@@ -6,6 +6,12 @@ request is size-checked before parsing, garbage is INVALID_ARGUMENT, and an opti
 
 Shutdown follows the gRPC examples: health goes NOT_SERVING first (so load balancers stop sending),
 then ``server.stop(grace)`` lets in-flight RPCs finish.
+
+Besides the overall status ("") and one per service, two named statuses serve Kubernetes'
+gRPC probes (and follow the Gateway API Inference Extension's picker convention):
+``liveness`` is SERVING from start to shutdown, so only a process too wedged to answer fails it;
+``readiness`` says whether the server should get traffic (a router: synced with the store; the
+control plane: able to reach it).
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 from servekit.rpc_guard import GuardedRegistry, RpcGuard
 from servekit.tls import TlsConfig
 
+LIVENESS = "liveness"
+READINESS = "readiness"
 LARGE_MESSAGE_BYTES = 256 * 1024 * 1024  # 1M-key tables in ImportPlan (the control plane)
 DEFAULT_OPTIONS: tuple[tuple[str, int], ...] = (
     ("grpc.max_receive_message_length", LARGE_MESSAGE_BYTES),
@@ -77,24 +85,33 @@ class GrpcServer:
         host = listen.rsplit(":", 1)[0]
         self.address = f"{host}:{self.port}"
 
-    async def start(self, *, serving: bool = True) -> None:
-        """Start listening; health says SERVING, or NOT_SERVING until :meth:`set_serving`."""
+    async def start(self, *, serving: bool = True, ready: bool | None = None) -> None:
+        """Start listening; health says SERVING, or NOT_SERVING until :meth:`set_serving`;
+        ``readiness`` follows ``serving`` unless ``ready`` is given."""
         await self.server.start()
+        await self.health.set(LIVENESS, _status(True))
         await self.set_serving(serving)
+        if ready is not None:
+            await self.set_ready(ready)
 
     async def set_serving(self, serving: bool) -> None:
-        """Health of every service (a no-op once shutdown has begun)."""
-        status = (
-            health_pb2.HealthCheckResponse.SERVING
-            if serving
-            else health_pb2.HealthCheckResponse.NOT_SERVING
-        )
-        for name in ("", *self._service_names):
-            await self.health.set(name, status)
+        """Health of every service and readiness (a no-op once shutdown has begun)."""
+        for name in ("", *self._service_names, READINESS):
+            await self.health.set(name, _status(serving))
+
+    async def set_ready(self, ready: bool) -> None:
+        """Only the ``readiness`` status (a no-op once shutdown has begun)."""
+        await self.health.set(READINESS, _status(ready))
 
     async def stop(self, grace_s: float = 5.0) -> None:
         await self.health.enter_graceful_shutdown()
         await self.server.stop(grace_s)
+
+
+def _status(serving: bool) -> health_pb2.HealthCheckResponse.ServingStatus.ValueType:
+    if serving:
+        return health_pb2.HealthCheckResponse.SERVING
+    return health_pb2.HealthCheckResponse.NOT_SERVING
 
 
 async def wait_for_signal(signals: Sequence[int] = (signal.SIGTERM, signal.SIGINT)) -> int:

@@ -55,7 +55,9 @@ class Option(Generic[T]):
     """One option. ``parse`` turns text into a value or raises ValueError/ArgumentTypeError.
 
     ``shown_default`` replaces the default in ``--help`` when the real one is computed later
-    (``None`` standing for "the hostname and pid", say).
+    (``None`` standing for "the hostname and pid", say). ``fallback_env`` names a variable that
+    is not ours but that a platform sets (Kubernetes' downward API ``POD_IP``, say): it is read
+    only when neither a flag, ``CACHEROUTE_*`` nor the config file gives the option.
     """
 
     name: str
@@ -65,6 +67,7 @@ class Option(Generic[T]):
     choices: tuple[T, ...] | None = None
     metavar: str | None = None
     shown_default: str | None = None
+    fallback_env: str | None = None
 
     @property
     def flag(self) -> str:
@@ -82,7 +85,8 @@ class Option(Generic[T]):
         shown = self.shown_default
         if shown is None:
             shown = "none" if self.default is None else repr(self.default)
-        return f"{self.help} (default: {shown}) (env: {self.env})"
+        fallback = f", else {self.fallback_env}" if self.fallback_env else ""
+        return f"{self.help} (default: {shown}) (env: {self.env}{fallback})"
 
     def add_to(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument(
@@ -235,13 +239,20 @@ class OptionSet:
         argv: Sequence[str] | None = None,
         environ: Mapping[str, str] | None = None,
     ) -> argparse.Namespace:
-        """Flags > ``CACHEROUTE_*`` variables > ``--config`` YAML > declared defaults."""
+        """Flags > ``CACHEROUTE_*`` variables > ``--config`` YAML > an option's
+        ``fallback_env`` > declared defaults."""
         env = os.environ if environ is None else environ
         pre, _ = parser.parse_known_args(argv)
         path: Path | None = pre.config or (
             Path(env[env_name("config")]) if env_name("config") in env else None
         )
-        defaults: dict[str, Any] = self._from_file(path) if path is not None else {}
+        defaults: dict[str, Any] = {
+            o.name: o.convert(env[o.fallback_env], o.fallback_env)
+            for o in self.options
+            if o.fallback_env is not None and env.get(o.fallback_env)
+        }
+        if path is not None:
+            defaults.update(self._from_file(path))
         for option in self.options:
             raw = env.get(option.env)
             if raw is not None:

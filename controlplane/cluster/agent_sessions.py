@@ -90,9 +90,10 @@ class AgentSession:
             node.address = report.address
             await self._stores.cluster.put_node(node)
         self.last_report = report
-        if node is not None and node.draining != self.draining:
-            self.draining = node.draining
-            return self.directive("drained" if node.draining else "undrained")
+        draining = report.draining or (node is not None and node.draining)
+        if draining != self.draining:
+            self.draining = draining
+            return self.directive("drained" if draining else "undrained")
         return None
 
     async def leave(self, now_ms: int) -> None:
@@ -174,7 +175,7 @@ async def join(
         node_id=node_id,
         stream_id=stream_id,
         report_interval_ms=report_interval_ms,
-        draining=record.draining,
+        draining=record.draining or report.draining,
         last_report=report,
         rules=rules,
     )

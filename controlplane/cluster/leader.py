@@ -8,12 +8,16 @@ rates). When the leader stops renewing (crash, partition), another instance acqu
 within ``ttl + ttl / 3``; a graceful stop releases it at once. Each acquisition starts a new
 *term*, and so does leadership regained after it lapsed locally (a renewal that hung past
 the safety window): the leader's loops reload their state from Redis when the term changes.
+
+Each call doubles as the instance's check that it can reach the store: ``on_reachable`` hears
+every change (the gRPC ``readiness`` status follows it).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 
 import structlog
 
@@ -35,6 +39,7 @@ class LeaderElector:
         ttl_s: float,
         metrics: ControlPlaneMetrics,
         name: str = LEADER_LEASE,
+        on_reachable: Callable[[bool], Awaitable[None]] | None = None,
     ) -> None:
         self._leases = leases
         self.instance_id = instance_id
@@ -43,6 +48,8 @@ class LeaderElector:
         self.name = name
         self.term = 0
         self._valid_until = 0.0
+        self._on_reachable = on_reachable
+        self.store_reachable: bool | None = None  # None: not asked yet
 
     @property
     def is_leader(self) -> bool:
@@ -59,6 +66,9 @@ class LeaderElector:
         except StoreUnavailableError as exc:
             log.warning("lease renewal failed", error=str(exc), leading=self.is_leader)
             held = False
+            await self._reachable(False)
+        else:
+            await self._reachable(True)
         # Leadership that lapsed while the call was in flight (a slow or paused Redis) resumes as
         # a new term: another instance may have led in the gap, so the loops must reload.
         continuing = self.is_leader
@@ -72,6 +82,12 @@ class LeaderElector:
             log.warning("lost leadership", instance=self.instance_id)
         self._metrics.leader.set(1 if self.is_leader else 0)
         return self.is_leader
+
+    async def _reachable(self, reachable: bool) -> None:
+        if reachable != self.store_reachable:
+            self.store_reachable = reachable
+            if self._on_reachable is not None:
+                await self._on_reachable(reachable)
 
     async def run(self) -> None:
         while True:

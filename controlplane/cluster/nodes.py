@@ -12,7 +12,10 @@ instance asks, from its latest report in Redis and that report's receive time:
             scrape failed: its loads are old, so the node is unhealthy rather than idle);
 * load      running + waiting from the report.
 
-Draining comes from the registry record and never changes health: routers skip drained nodes.
+Draining comes from the registry record (an operator's ``cachectl nodes drain``) or from the
+agent's own latest report (``draining``: the agent is shutting down and lets its engine finish
+first; it ends when the node leaves or a new stream joins without it). It never changes health:
+routers skip drained nodes, and a drained node does not count toward their panic threshold.
 
 Listing (``ListNodes``, on any instance) shows a node as routers treat it: a node that is down
 only because its reports stopped, but that the leader's latest snapshot still publishes healthy
@@ -108,7 +111,7 @@ def node_status(
     load = cluster_pb2.NodeLoad(
         node_id=record.node_id,
         address=record.address,
-        draining=record.draining,
+        draining=record.draining or (report is not None and report.report.draining),
         weight=effective_weight(record.weight),
     )
     if record.static:

@@ -12,6 +12,6 @@ def state_of(status: admin_pb2.NodeStatus) -> str:
     """One word for metrics and tables: down, draining, healthy or unhealthy."""
     if status.down:
         return "down"
-    if status.record.draining:
+    if status.load.draining:  # the registry's drain or the agent's own (cluster/nodes.py)
         return "draining"
     return "healthy" if status.load.healthy else "unhealthy"

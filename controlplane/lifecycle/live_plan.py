@@ -114,7 +114,7 @@ async def _plan_input(
     if placement not in PLACEMENTS:
         raise InvalidArgumentError(f"placement must be one of {PLACEMENTS}, got {placement!r}")
     statuses = await list_statuses(stores, pool, now_ms, liveness)
-    eligible = [s for s in statuses if s.load.healthy and not s.record.draining]
+    eligible = [s for s in statuses if s.load.healthy and not s.load.draining]
     if not eligible:
         raise PreconditionError(
             f"pool {pool} has no healthy, undrained nodes ({len(statuses)} registered); start "

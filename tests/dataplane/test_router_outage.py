@@ -13,6 +13,7 @@ from cacheroute_state import open_stores
 from cacheroute_state.embedded import EmbeddedRedis
 from cacheroute_state.urls import redacted
 from dataplane.core.keys import hash_key
+from servekit.grpc_server import LIVENESS, READINESS
 from tests.support.factories import small_plan, store_plan
 from tests.support.polling import eventually
 from tests.support.router import (
@@ -98,9 +99,9 @@ async def test_routing_survives_a_redis_outage_and_converges_after_it(tmp_path: 
             restarted.stop()
 
 
-async def health_of(channel: grpc.aio.Channel) -> int:
+async def health_of(channel: grpc.aio.Channel, service: str = "cacheroute.v1.RouterService") -> int:
     answer = await health_pb2_grpc.HealthStub(channel).Check(
-        health_pb2.HealthCheckRequest(service="cacheroute.v1.RouterService"), timeout=5
+        health_pb2.HealthCheckRequest(service=service), timeout=5
     )
     return int(answer.status)
 
@@ -117,6 +118,9 @@ async def test_a_router_started_without_redis_serves_unavailable_then_catches_up
         ):
             stub = routing_pb2_grpc.RouterServiceStub(channel)
             assert await health_of(channel) == health_pb2.HealthCheckResponse.NOT_SERVING
+            # The Kubernetes probes: not ready (unsynced), but alive (no restart would help).
+            assert await health_of(channel, READINESS) == health_pb2.HealthCheckResponse.NOT_SERVING
+            assert await health_of(channel, LIVENESS) == health_pb2.HealthCheckResponse.SERVING
             with pytest.raises(grpc.aio.AioRpcError) as raised:
                 await stub.Route(routing_pb2.RouteRequest(key="key-1"))
             assert raised.value.code() == grpc.StatusCode.UNAVAILABLE
@@ -140,6 +144,7 @@ async def test_a_router_started_without_redis_serves_unavailable_then_catches_up
                 return await health_of(channel) == health_pb2.HealthCheckResponse.SERVING
 
             await eventually(healthy, timeout=5.0)
+            assert await health_of(channel, READINESS) == health_pb2.HealthCheckResponse.SERVING
             redis.stop()  # an outage after the first sync: it keeps serving what it holds
             await asyncio.sleep(0.5)
             assert await health_of(channel) == health_pb2.HealthCheckResponse.SERVING

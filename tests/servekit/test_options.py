@@ -117,3 +117,25 @@ def test_a_fraction_is_a_number_in_the_unit_interval() -> None:
     for text in ("-0.1", "1.5", "nan"):
         with pytest.raises(argparse.ArgumentTypeError, match=r"must be in \[0, 1\]"):
             fraction(text)
+
+
+def test_a_platform_variable_is_a_fallback_below_every_source_of_ours(tmp_path: Path) -> None:
+    host = Option("pod_ip", "none", str, "this pod's IP", fallback_env="POD_IP")
+    options = OptionSet(host)
+    assert "(env: CACHEROUTE_POD_IP, else POD_IP)" in host.help_text()
+
+    def parsed(argv: list[str], env: dict[str, str]) -> object:
+        return host.value(options.parse(options.parser(), argv, env))
+
+    assert parsed([], {}) == "none"
+    assert parsed([], {"POD_IP": "10.0.0.1", "CACHEROUTE_OTHER": "x"}) == "10.0.0.1"
+    assert parsed([], {"POD_IP": ""}) == "none"  # set but empty: as if unset
+    path = tmp_path / "agent.yaml"
+    path.write_text("pod_ip: 10.0.0.2\n")
+    assert parsed(["--config", str(path)], {"POD_IP": "10.0.0.1"}) == "10.0.0.2"
+    env = {"POD_IP": "10.0.0.1", "CACHEROUTE_POD_IP": "10.0.0.3"}
+    assert parsed([], env) == "10.0.0.3"
+    assert parsed(["--pod-ip", "10.0.0.4"], env) == "10.0.0.4"
+    counted = OptionSet(Option("n", 1, positive_int, "n", fallback_env="POD_IP"))
+    with pytest.raises(SettingsError, match=r"^POD_IP: "):
+        counted.parse(counted.parser(), [], {"POD_IP": "ten"})

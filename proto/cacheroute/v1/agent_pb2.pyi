@@ -108,6 +108,7 @@ class NodeReport(_message.Message):
     LEAVING_FIELD_NUMBER: _builtins.int
     REPORT_INTERVAL_MS_FIELD_NUMBER: _builtins.int
     TTFT_FIELD_NUMBER: _builtins.int
+    DRAINING_FIELD_NUMBER: _builtins.int
     node_id: _builtins.str
     """Identity. node_id: ^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$; address: host:port of the engine's
     serving endpoint (what routers hand to callers).
@@ -150,6 +151,11 @@ class NodeReport(_message.Message):
     """The agent is shutting down: mark the node down now instead of waiting for the timeout."""
     report_interval_ms: _builtins.int
     """The agent's scrape/report interval."""
+    draining: _builtins.bool
+    """The agent is about to leave (SIGTERM, e.g. its pod is being deleted): the node is drained
+    (routers choose it no more, and it does not count toward their panic threshold) while the
+    engine finishes what it holds; the agent keeps reporting, then sends leaving.
+    """
     @_builtins.property
     def ttft(self) -> Global___LatencyHistogram:
         """The engine's time-to-first-token histogram as scraped (cumulative since the engine started;
@@ -184,10 +190,11 @@ class NodeReport(_message.Message):
         leaving: _builtins.bool = ...,
         report_interval_ms: _builtins.int = ...,
         ttft: Global___LatencyHistogram | None = ...,
+        draining: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_prefix_hit_rate", b"_prefix_hit_rate", "prefix_hit_rate", b"prefix_hit_rate", "ttft", b"ttft"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_prefix_hit_rate", b"_prefix_hit_rate", "address", b"address", "block_size", b"block_size", "dialect", b"dialect", "engine_kind", b"engine_kind", "error", b"error", "generation_tokens_per_s", b"generation_tokens_per_s", "healthy", b"healthy", "kv_capacity_tokens", b"kv_capacity_tokens", "kv_usage", b"kv_usage", "leaving", b"leaving", "model", b"model", "node_id", b"node_id", "pool", b"pool", "prefix_hit_rate", b"prefix_hit_rate", "prompt_tokens_per_s", b"prompt_tokens_per_s", "report_interval_ms", b"report_interval_ms", "running", b"running", "scraped_at_unix_ms", b"scraped_at_unix_ms", "sent_at_unix_ms", b"sent_at_unix_ms", "seq", b"seq", "stale", b"stale", "ttft", b"ttft", "waiting", b"waiting", "weight", b"weight"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_prefix_hit_rate", b"_prefix_hit_rate", "address", b"address", "block_size", b"block_size", "dialect", b"dialect", "draining", b"draining", "engine_kind", b"engine_kind", "error", b"error", "generation_tokens_per_s", b"generation_tokens_per_s", "healthy", b"healthy", "kv_capacity_tokens", b"kv_capacity_tokens", "kv_usage", b"kv_usage", "leaving", b"leaving", "model", b"model", "node_id", b"node_id", "pool", b"pool", "prefix_hit_rate", b"prefix_hit_rate", "prompt_tokens_per_s", b"prompt_tokens_per_s", "report_interval_ms", b"report_interval_ms", "running", b"running", "scraped_at_unix_ms", b"scraped_at_unix_ms", "sent_at_unix_ms", b"sent_at_unix_ms", "seq", b"seq", "stale", b"stale", "ttft", b"ttft", "waiting", b"waiting", "weight", b"weight"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__prefix_hit_rate: _TypeAlias = _typing.Literal["prefix_hit_rate"]  # noqa: Y015
     _WhichOneofArgType__prefix_hit_rate: _TypeAlias = _typing.Literal["_prefix_hit_rate", b"_prefix_hit_rate"]  # noqa: Y015
@@ -245,7 +252,9 @@ class AgentDirective(_message.Message):
     report_interval_ms: _builtins.int
     """Desired report interval; the agent adopts it."""
     draining: _builtins.bool
-    """The operator drained this node (informational: routers stop choosing it anyway)."""
+    """The node is drained, by the operator or by the agent's own draining report (informational
+    for an operator's drain: routers stop choosing it anyway; the agent's confirmation of its own).
+    """
     message: _builtins.str
     """Human-readable note ("joined", "node id taken by another agent", ...)."""
     def __init__(

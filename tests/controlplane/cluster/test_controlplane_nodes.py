@@ -8,7 +8,13 @@ import pytest
 from cacheroute.v1 import admin_pb2, agent_pb2, cluster_pb2
 from cacheroute_state import Stores
 from cacheroute_state.interfaces import ReportRecord
-from controlplane.cluster.nodes import InvalidAddressError, Liveness, node_status, validate_address
+from controlplane.cluster.nodes import (
+    InvalidAddressError,
+    Liveness,
+    node_status,
+    validate_address,
+)
+from controlplane.core.node_states import state_of
 from tests.support.controlplane import StubAgent, clients, fast_config, node_ids, report, running
 from tests.support.polling import eventually
 from tests.support.state import on_redis
@@ -332,3 +338,31 @@ async def test_adding_an_existing_id_is_refused_unless_replace(
         )
         record = await stores.cluster.get_node("default", "n1")
         assert record is not None and record.address == "10.0.0.9:8000"
+
+
+def test_an_agents_draining_report_drains_the_node_until_a_new_stream_joins_without_it() -> None:
+    draining = report("n1", running=3)
+    draining.draining = True
+    status = node_status(agent_record(), received(draining), NOW, Liveness())
+    assert status.load.draining and not status.down and state_of(status) == "draining"
+    draining.leaving = True  # it left drained: down, and still out of the panic count
+    left = node_status(agent_record(), received(draining), NOW, Liveness())
+    assert left.down and left.load.draining and state_of(left) == "down"
+    rejoined = node_status(agent_record(), received(report("n1")), NOW, Liveness())
+    assert not rejoined.load.draining and state_of(rejoined) == "healthy"
+
+
+@pytest.mark.grpc
+async def test_the_agents_own_drain_is_confirmed_by_a_directive(state_url: str) -> None:
+    async with running(fast_config(state_url)) as plane, clients(plane.address) as c:
+        agent = StubAgent(c.agents)
+        await agent.send(report("gpu-1", running=2))
+        assert not (await agent.read()).draining
+        leaving_soon = report("gpu-1", running=2)
+        leaving_soon.draining = True
+        await agent.send(leaving_soon)
+        confirmed = await agent.read()
+        assert confirmed.draining and confirmed.message == "drained"
+        record = await plane.stores.cluster.get_node("default", "gpu-1") if plane.stores else None
+        assert record is not None and not record.draining  # the registry is not touched
+        await agent.close()

@@ -16,6 +16,8 @@ from collections.abc import Iterator
 import grpc
 import pytest
 import redis
+from grpc_health.v1.health_pb2 import HealthCheckRequest, HealthCheckResponse
+from grpc_health.v1.health_pb2_grpc import HealthStub
 
 from cacheroute.v1 import admin_pb2
 from cacheroute_state import Stores, open_stores
@@ -23,10 +25,13 @@ from cacheroute_state.embedded import EmbeddedRedis
 from controlplane.cluster.leader import SAFETY, LeaderElector
 from controlplane.metrics import ControlPlaneMetrics
 from controlplane.server import ControlPlane
+from servekit.grpc_server import LIVENESS, READINESS
 from tests.support.controlplane import clients, quick_config
 from tests.support.polling import eventually
 
 pytestmark = [pytest.mark.redis]
+SERVING = HealthCheckResponse.SERVING
+NOT_SERVING = HealthCheckResponse.NOT_SERVING
 
 
 @pytest.fixture
@@ -180,5 +185,38 @@ async def test_a_leading_instance_rides_out_a_redis_outage_and_leads_again_after
     finally:
         await plane.stop()
         await stores.close()
+        if restarted is not None:
+            restarted.stop()
+
+
+async def health(address: str, service: str) -> int:
+    async with grpc.aio.insecure_channel(address) as channel:
+        answer = await HealthStub(channel).Check(HealthCheckRequest(service=service), timeout=5)
+    return int(answer.status)
+
+
+async def test_readiness_follows_the_store_while_liveness_stays_serving(
+    own_redis: EmbeddedRedis,
+) -> None:
+    """The Kubernetes probes: readiness = this instance reaches Redis; liveness = it answers."""
+    plane = ControlPlane(quick_config(own_redis.url, leader_lease_ttl_s=0.6))
+    await plane.start()
+    restarted: EmbeddedRedis | None = None
+    try:
+        address = plane.address
+
+        async def readiness_is(status: int) -> bool:
+            return await health(address, READINESS) == status
+
+        await eventually(lambda: readiness_is(SERVING), timeout=10)
+        port = own_redis.port
+        own_redis.stop()
+        await eventually(lambda: readiness_is(NOT_SERVING), timeout=15)
+        assert await health(address, LIVENESS) == SERVING
+        assert await health(address, "") == SERVING  # the admin API still answers
+        restarted = EmbeddedRedis(port=port).start()
+        await eventually(lambda: readiness_is(SERVING), timeout=15)
+    finally:
+        await plane.stop()
         if restarted is not None:
             restarted.stop()
