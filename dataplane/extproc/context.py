@@ -30,7 +30,7 @@ class ExtProcConfig:
 
 
 class ExtProcMetrics:
-    """``cacheroute_router_extproc_*``: decisions by stage, immediate answers, fallbacks, streams."""
+    """``cacheroute_router_extproc_*``: decisions, immediate answers, fallbacks, open streams."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.decisions = Counter(
@@ -84,6 +84,7 @@ class PickerContext:
         self.health = health
         self.served = served
         self.config = config
+        self.registry = registry
         self.metrics = ExtProcMetrics(registry)
         self.rules = KeyRules(key_from_user=config.key_from_user, key_headers=config.key_headers)
         self.rng = random.Random(config.seed)

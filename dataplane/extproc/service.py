@@ -66,7 +66,9 @@ class ExtProcServer:
     ) -> None:
         self.config = config
         self.grpc = GrpcServer(config.listen, service_names=[EXT_PROC_SERVICE], tls=tls)
-        ext_grpc.add_ExternalProcessorServicer_to_server(ExternalProcessor(context), self.grpc.server)
+        ext_grpc.add_ExternalProcessorServicer_to_server(
+            ExternalProcessor(context), self.grpc.server
+        )
         self.health: GrpcServer | None = None
         if config.health_listen is not None:
             self.health = GrpcServer(

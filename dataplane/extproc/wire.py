@@ -53,8 +53,7 @@ def _metadata_value(request: Any, namespace: str, key: str) -> Any:
     filter_metadata = request.metadata_context.filter_metadata
     if namespace not in filter_metadata:
         return None
-    fields = filter_metadata[namespace].fields
-    return fields[key] if key in fields else None
+    return filter_metadata[namespace].fields.get(key)
 
 
 def subset_hint(request: Any) -> frozenset[str] | None:
@@ -136,9 +135,7 @@ def response_headers_done(extra_headers: Mapping[str, str]) -> Any:
     return ext.ProcessingResponse(response_headers=ext.HeadersResponse(response=common))
 
 
-def immediate(
-    status: int, message: str, *, kind: str, code: str, param: str | None = None
-) -> Any:
+def immediate(status: int, message: str, *, kind: str, code: str, param: str | None = None) -> Any:
     """An ``ImmediateResponse``: the gateway answers ``status`` with an OpenAI-style error body."""
     body = {"error": {"message": message, "type": kind, "param": param, "code": code}}
     return ext.ProcessingResponse(

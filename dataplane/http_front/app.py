@@ -2,7 +2,8 @@
 
 Routes: ``POST /v1/chat/completions``, ``POST /v1/completions`` (streaming or not),
 ``POST /v1/embeddings`` and ``POST /v1/responses`` (passed through on the same routing rules; the
-prompt each is keyed by: :mod:`~dataplane.http_front.prompts`), ``GET /v1/models`` (the union of the pool's eligible engines' models), ``GET /health``.
+prompt each is keyed by: :mod:`~dataplane.http_front.prompts`), ``GET /v1/models`` (the union
+of the pool's eligible engines' models), ``GET /health``.
 
 A completion: read the body (over ``max_body_bytes`` → 413), parse it and pick key and pool
 (:mod:`~dataplane.http_front.request_keys`, 400 naming the field), decide with the router's own

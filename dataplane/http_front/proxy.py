@@ -8,8 +8,9 @@ dropped). The OpenAI paths are appended: ``/v1/chat/completions``, ``/v1/complet
 
 **An attempt** sends the client's body unchanged (with its ``Content-Type``, ``Accept``,
 ``Authorization``, the W3C trace context ``traceparent``/``tracestate``, ``X-Request-Id`` (vLLM's
-request id) and ``X-data-parallel-rank`` (vLLM's data-parallel rank pin), all unchanged) and waits for the engine's status line and headers, bounded by the
-first-byte timeout (which also bounds any later silence of the engine mid-answer).
+request id) and ``X-data-parallel-rank`` (vLLM's data-parallel rank pin), all unchanged) and
+waits for the engine's status line and headers, bounded by the first-byte timeout (which also
+bounds any later silence of the engine mid-answer).
 Connection errors, that timeout and a 5xx status are :class:`AttemptFailedError`
 (the caller may retry: nothing has reached the client yet). Anything else is the answer: its
 status and body go to the client as they arrive (``iter_any``: each read of the socket is written
