@@ -8,8 +8,8 @@ import pytest
 
 from dataplane.core.keys import derive_key, hash_key
 from dataplane.http_front.errors import FrontError
-from dataplane.http_front.proxy import base_url
 from dataplane.http_front.prompts import endpoint_of
+from dataplane.http_front.proxy import base_url
 from dataplane.http_front.request_keys import (
     DEFAULT_KEY_HEADERS,
     KeyRules,
