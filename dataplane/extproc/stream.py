@@ -182,7 +182,7 @@ class PickerStream:
         ctx.served.key_source("extproc", request.key_source)
         model = request.model or self._headers.get("x-model", "")
         self._timer = ctx.served.timer("extproc", request.route.pool, model, self._started)
-        return wire.pick_response(chosen.endpoints, {})
+        return wire.pick_response(chosen.endpoints)
 
     def _error(self, exc: FrontError) -> Any:
         self.done = True
@@ -194,31 +194,31 @@ class PickerStream:
     # -- response side --------------------------------------------------------------------------
 
     def _response_headers(self, message: Any) -> list[Any]:
-        headers = wire.header_map(message.response_headers.headers)
         chosen = self._pick
         if chosen is None or self._request is None:
-            return [wire.response_headers_done({})]
-        status = int(headers.get(":status", "0") or 0)
-        self._settle(chosen, self._request.route.pool, wire.served_endpoint(message, headers))
+            return [wire.response_headers_done()]
+        status, served = wire.status_and_served(message)
+        pool = self._request.route.pool
+        self._settle(chosen, pool, served)
         node_id = chosen.view.nodes.ids[chosen.nodes[self._served]]
         if status >= 500:
-            self.ctx.health.failed(self._request.route.pool, node_id, "5xx")
+            self.ctx.health.failed(pool, node_id, "5xx")
         else:
-            self.ctx.health.succeeded(self._request.route.pool, node_id)
+            self.ctx.health.succeeded(pool, node_id)
         outcome = chosen.outcome
-        extra = {
-            "x-cacheroute-node": node_id,
-            "x-cacheroute-reason": str(outcome.reason),
-            "x-cacheroute-version": outcome.version,
-            "x-cacheroute-generation": str(outcome.generation),
-        }
+        extra = (
+            "x-cacheroute-node", node_id,
+            "x-cacheroute-reason", outcome.reason,
+            "x-cacheroute-version", outcome.version,
+            "x-cacheroute-generation", str(outcome.generation),
+        )  # fmt: skip
         if self._served > 0:
-            extra["x-cacheroute-retried-from"] = outcome.node_id
+            extra = (*extra, "x-cacheroute-retried-from", outcome.node_id)
         if status >= 400 and self._timer is not None:
             self._timer.finish(completed=False)  # errors are not latency samples
         if message.response_headers.end_of_stream:
             self._finish(completed=True)
-        return [wire.response_headers_done(extra)]
+        return [wire.response_headers_done(*extra)]
 
     def _settle(self, chosen: Pick, pool: str, served: str) -> None:
         """Earlier entries than the one that served failed; the hold moves to the served one."""

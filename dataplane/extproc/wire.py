@@ -15,12 +15,16 @@ The Gateway API Inference Extension's Endpoint Picker protocol (proposal 004) on
 
 Streamed bodies are echoed in chunks of at most :data:`BODY_CHUNK_BYTES` (some gateways cap a
 streamed chunk at 64 KiB; the upstream EPP uses the same margin).
+
+The pick's and the response headers' answers depend only on a few strings, so each distinct one
+is built once and kept (:class:`_Memo`, bounded): building a protobuf message in Python costs tens
+of microseconds, a dict lookup does not; gRPC serializes the same message object each time.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable
 from typing import Any
 
 from envoy.config.core.v3 import base_pb2
@@ -35,6 +39,27 @@ LB_NAMESPACE = "envoy.lb"
 SUBSET_NAMESPACE = "envoy.lb.subset_hint"
 BODY_CHUNK_BYTES = 62_000
 _OVERWRITE = base_pb2.HeaderValueOption.OVERWRITE_IF_EXISTS_OR_ADD
+MEMO_LIMIT = 4096
+
+
+class _Memo:
+    """Answers already built, by their inputs; starts over past MEMO_LIMIT entries."""
+
+    def __init__(self) -> None:
+        self._answers: dict[tuple[str, ...], Any] = {}
+
+    def get(self, key: tuple[str, ...]) -> Any:
+        return self._answers.get(key)
+
+    def put(self, key: tuple[str, ...], answer: Any) -> Any:
+        if len(self._answers) >= MEMO_LIMIT:
+            self._answers.clear()
+        self._answers[key] = answer
+        return answer
+
+
+_PICKS = _Memo()
+_RESPONSE_HEADERS = _Memo()
 
 ProcessingRequest = ext.ProcessingRequest
 ProcessingResponse = ext.ProcessingResponse
@@ -69,12 +94,21 @@ def subset_hint(request: Any) -> frozenset[str] | None:
     return frozenset()
 
 
-def served_endpoint(request: Any, headers: Mapping[str, str]) -> str:
-    """The endpoint that answered: the ``envoy.lb`` metadata, else the response header, else ""."""
+def status_and_served(request: Any) -> tuple[int, str]:
+    """The response's status and the endpoint that answered (the ``envoy.lb`` metadata, else the
+    response header, else "")."""
+    status = 0
+    served = ""
+    for header in request.response_headers.headers.headers:
+        key = header.key
+        if key == ":status":
+            status = int(header.raw_value or header.value or 0)
+        elif key == SERVED:
+            served = (header.raw_value or header.value.encode()).decode()
     value = _metadata_value(request, LB_NAMESPACE, SERVED)
     if value is not None and value.string_value:
-        return str(value.string_value)
-    return headers.get(SERVED, "")
+        served = str(value.string_value)
+    return status, served
 
 
 def _set_headers(headers: Iterable[tuple[str, str]]) -> Any:
@@ -89,18 +123,21 @@ def _set_headers(headers: Iterable[tuple[str, str]]) -> Any:
     )
 
 
-def pick_response(endpoints: Sequence[str], extra_headers: Mapping[str, str]) -> Any:
+def pick_response(endpoints: tuple[str, ...]) -> Any:
     """The request-headers answer carrying the pick (module docstring)."""
+    answer = _PICKS.get(endpoints)
+    if answer is not None:
+        return answer
     value = ",".join(endpoints)
     metadata = struct_pb2.Struct()
     metadata.update({LB_NAMESPACE: {DESTINATION: value}})
     common = ext.CommonResponse(
-        header_mutation=_set_headers([(DESTINATION, value), *extra_headers.items()]),
-        clear_route_cache=True,
+        header_mutation=_set_headers([(DESTINATION, value)]), clear_route_cache=True
     )
-    return ext.ProcessingResponse(
+    answer = ext.ProcessingResponse(
         request_headers=ext.HeadersResponse(response=common), dynamic_metadata=metadata
     )
+    return _PICKS.put(endpoints, answer)
 
 
 def body_echo(body: bytes, end_of_stream: bool, *, response: bool = False) -> list[Any]:
@@ -130,9 +167,15 @@ def trailers_done(*, response: bool = False) -> Any:
     return ext.ProcessingResponse(request_trailers=ext.TrailersResponse())
 
 
-def response_headers_done(extra_headers: Mapping[str, str]) -> Any:
-    common = ext.CommonResponse(header_mutation=_set_headers(extra_headers.items()))
-    return ext.ProcessingResponse(response_headers=ext.HeadersResponse(response=common))
+def response_headers_done(*pairs: str) -> Any:
+    """The response-headers answer, adding headers given as name, value, name, value, ..."""
+    answer = _RESPONSE_HEADERS.get(pairs)
+    if answer is not None:
+        return answer
+    headers = list(zip(pairs[::2], pairs[1::2], strict=True))
+    common = ext.CommonResponse(header_mutation=_set_headers(headers))
+    answer = ext.ProcessingResponse(response_headers=ext.HeadersResponse(response=common))
+    return _RESPONSE_HEADERS.put(pairs, answer)
 
 
 def immediate(status: int, message: str, *, kind: str, code: str, param: str | None = None) -> Any:
