@@ -16,7 +16,10 @@ samples pooled:
 * ``fixed``: Envoy, no ext_proc, fixed destination header;
 * ``epp-body``: Envoy + EPP, key in the body (``prompt_cache_key``): the picker gathers the body,
   decides, then echoes it (the general case);
-* ``epp-header``: Envoy + EPP, key in ``x-cacheroute-key``: decided at the request headers.
+* ``epp-header``: Envoy + EPP, key in ``x-cacheroute-key``: decided at the request headers;
+* ``bare-epp``: Envoy + a bare ext_proc server in Python (this file, ``bare``: grpc.aio, the same
+  message exchange as the picker with a constant pick, nothing else): what the Python gRPC stack
+  itself costs, so the picker's own share shows.
 
 Each request is a streamed ``POST /v1/completions`` with ``max_tokens`` 16. TTFT = request sent →
 first body bytes; throughput = completed requests per second of a closed loop of N streams.
@@ -53,7 +56,42 @@ from tests.support.envoy import Envoy  # noqa: E402
 
 HOST = "127.0.0.1"
 BODY = {"prompt": "benchmark prompt for the picker", "max_tokens": 16, "stream": True}
-TARGETS = ("direct", "fixed", "epp-body", "epp-header")
+TARGETS = ("direct", "fixed", "bare-epp", "epp-body", "epp-header")
+
+
+def bare(port: int, engine: str) -> None:
+    """The baseline picker: gather the body, answer a constant pick, echo, acknowledge the rest."""
+    import grpc  # noqa: PLC0415 - only this subprocess needs it
+    from envoy.service.ext_proc.v3 import external_processor_pb2_grpc as ext_grpc  # noqa: PLC0415
+
+    from dataplane.extproc import wire  # noqa: PLC0415
+
+    class Bare(ext_grpc.ExternalProcessorServicer):  # type: ignore[misc]
+        async def Process(self, requests: Any, context: Any) -> Any:  # noqa: N802
+            body = b""
+            async for message in requests:
+                kind = message.WhichOneof("request")
+                if kind == "request_body":
+                    body += message.request_body.body
+                    if message.request_body.end_of_stream:
+                        yield wire.pick_response((engine,))
+                        for answer in wire.body_echo(body, True):
+                            yield answer
+                elif kind == "response_headers":
+                    yield wire.response_headers_done()
+                elif kind == "response_trailers":
+                    yield wire.trailers_done(response=True)
+                elif kind == "request_trailers":
+                    yield wire.trailers_done()
+
+    async def main() -> None:
+        server = grpc.aio.server()
+        ext_grpc.add_ExternalProcessorServicer_to_server(Bare(), server)
+        server.add_insecure_port(f"{HOST}:{port}")
+        await server.start()
+        await server.wait_for_termination()
+
+    asyncio.run(main())
 
 
 def client(url: str, mode: str, engine: str, streams: int, duration_s: float) -> None:
@@ -176,7 +214,7 @@ def _probe(url: str, mode: str, engine: str) -> None:
 
 
 def orchestrate(args: argparse.Namespace) -> dict[str, Any]:
-    engine_port, picker_port = free_port(), free_port()
+    engine_port, picker_port, bare_port = free_port(), free_port(), free_port()
     engine = f"{HOST}:{engine_port}"
     procs: list[subprocess.Popen[bytes]] = []
     envoys: list[Envoy] = []
@@ -194,21 +232,25 @@ def orchestrate(args: argparse.Namespace) -> dict[str, Any]:
                    "--extproc-listen", f"{HOST}:{picker_port}", "--metrics-listen", "off",
                    "--log-level", "warning")
         )  # fmt: skip
+        procs.append(_spawn(__file__, "bare", str(bare_port), engine))
         with_epp = Envoy(workdir, engines=[(HOST, engine_port)], pickers=[(HOST, picker_port)])
         fixed = Envoy(workdir, engines=[(HOST, engine_port)], ext_proc=False)
-        envoys += [with_epp, fixed]
+        with_bare = Envoy(workdir, engines=[(HOST, engine_port)], pickers=[(HOST, bare_port)])
+        envoys += [with_epp, fixed, with_bare]
         for envoy in envoys:
             envoy.wait_ready()
         router_pid = procs[1].pid
         urls = {
             "direct": f"http://{engine}/v1/completions",
             "fixed": f"{fixed.url}/v1/completions",
+            "bare-epp": f"{with_bare.url}/v1/completions",
             "epp-body": f"{with_epp.url}/v1/completions",
             "epp-header": f"{with_epp.url}/v1/completions",
         }
         pids = {
             "direct": (),
             "fixed": (fixed.proc.pid,),
+            "bare-epp": (with_bare.proc.pid, procs[2].pid),
             "epp-body": (with_epp.proc.pid, router_pid),
             "epp-header": (with_epp.proc.pid, router_pid),
         }
@@ -217,7 +259,7 @@ def orchestrate(args: argparse.Namespace) -> dict[str, Any]:
             _measure(urls[name], name, engine, 4, 0.5, ())  # warm-up
         pooled: dict[tuple[str, int], list[dict[str, Any]]] = {}
         for r in range(args.rounds):
-            order = list(TARGETS[r % 4 :] + TARGETS[: r % 4])
+            order = list(TARGETS[r % len(TARGETS) :] + TARGETS[: r % len(TARGETS)])
             for streams in (1, 32):
                 for name in order:
                     result = _measure(urls[name], name, engine, streams, args.duration, pids[name])
@@ -259,7 +301,7 @@ def _report(
     added: dict[str, Any] = {}
     for streams in (1, 32):
         fixed = rows[f"fixed@{streams}"]
-        for name in ("epp-body", "epp-header"):
+        for name in ("bare-epp", "epp-body", "epp-header"):
             row = rows[f"{name}@{streams}"]
             added[f"{name}@{streams}"] = {
                 "added_p50_ms": row["ttft_p50_ms"] - fixed["ttft_p50_ms"],
@@ -281,6 +323,9 @@ def _report(
 
 
 def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "bare":
+        bare(int(sys.argv[2]), sys.argv[3])
+        return
     if len(sys.argv) > 1 and sys.argv[1] == "client":
         client(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), float(sys.argv[6]))
         return

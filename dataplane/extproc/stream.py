@@ -206,9 +206,9 @@ class PickerStream:
         else:
             self.ctx.health.succeeded(pool, node_id)
         outcome = chosen.outcome
-        extra = (
+        extra: tuple[str, ...] = (
             "x-cacheroute-node", node_id,
-            "x-cacheroute-reason", outcome.reason,
+            "x-cacheroute-reason", str(outcome.reason),
             "x-cacheroute-version", outcome.version,
             "x-cacheroute-generation", str(outcome.generation),
         )  # fmt: skip
