@@ -16,14 +16,21 @@ to it. Both report here, labelled by ``door`` (``http``, ``extproc``), pool and 
 The model label is capped: the first :data:`MAX_MODELS` distinct names are kept (each cut to 64
 characters), every later one is ``other``, so a client inventing model names cannot grow the
 metrics without bound.
+
+With tracing on (:mod:`dataplane.tracing`, the ``otel`` extra) each timer also carries the
+request's span, ended with it.
 """
 
 from __future__ import annotations
 
 import re
 import time
+from collections.abc import Mapping
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
+
+from dataplane.tracing import RequestSpans
 
 MAX_MODELS = 32
 MAX_MODEL_LABEL = 64
@@ -40,7 +47,8 @@ _TOKEN_BUCKETS = (0, 16, 64, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 655
 class ServedMetrics:
     """The histograms and the key-source counter (module docstring), on the router's registry."""
 
-    def __init__(self, registry: CollectorRegistry) -> None:
+    def __init__(self, registry: CollectorRegistry, spans: RequestSpans | None = None) -> None:
+        self.spans = spans
         labels = ["door", "pool", "model"]
         self.key_sources = Counter(
             "cacheroute_router_key_source",
@@ -92,15 +100,34 @@ class ServedMetrics:
     def key_source(self, door: str, source: str) -> None:
         self.key_sources.labels(door, source).inc()
 
-    def timer(self, door: str, pool: str, model: str, started: float) -> AnswerTimer:
-        """A timer for one answer; ``started`` is its arrival on ``time.perf_counter``."""
-        return AnswerTimer(self, (door, pool, self.model_label(model)), started)
+    def timer(
+        self,
+        door: str,
+        pool: str,
+        model: str,
+        started: float,
+        headers: Mapping[str, str] | None = None,
+        attributes: Mapping[str, str] | None = None,
+    ) -> AnswerTimer:
+        """A timer for one answer; ``started`` is its arrival on ``time.perf_counter``.
+
+        With tracing on, the request's span starts (at ``started``) as a child of ``headers``'
+        trace context, with ``attributes``.
+        """
+        timer = AnswerTimer(self, (door, pool, self.model_label(model)), started)
+        if self.spans is not None:
+            start_ns = time.time_ns() - int((time.perf_counter() - started) * 1e9)
+            tags = {"cacheroute.door": door, "cacheroute.pool": pool, **(attributes or {})}
+            timer.span = self.spans.start(headers or {}, tags, start_ns)
+        return timer
 
 
 class AnswerTimer:
     """Times one answer's body as it passes: feed :meth:`chunk`, then :meth:`finish` once."""
 
-    __slots__ = ("_first", "_labels", "_last", "_metrics", "_started", "_tail", "finished")
+    __slots__ = (
+        "_first", "_labels", "_last", "_metrics", "_started", "_tail", "finished", "span",
+    )  # fmt: skip
 
     def __init__(self, metrics: ServedMetrics, labels: tuple[str, str, str], started: float):
         self._metrics = metrics
@@ -110,6 +137,7 @@ class AnswerTimer:
         self._last = 0.0
         self._tail = b""
         self.finished = False
+        self.span: Any = None
 
     def chunk(self, data: bytes, now: float | None = None) -> None:
         if not data:
@@ -128,6 +156,8 @@ class AnswerTimer:
         if self.finished:
             return
         self.finished = True
+        if self.span is not None:
+            RequestSpans.end(self.span, completed=completed)
         if not completed:
             return
         now = time.perf_counter() if now is None else now

@@ -57,6 +57,7 @@ from dataplane.sampler import Sampler, SampleReporter
 from dataplane.served_metrics import ServedMetrics
 from dataplane.servicer import RouterServicer, add_to_server
 from dataplane.table_watcher import TableWatcher
+from dataplane.tracing import spans_from_environment
 from dataplane.traffic import TrafficReporter
 from servekit.addresses import parse_host_port
 from servekit.auth_file import AuthTable
@@ -149,7 +150,7 @@ class RouterServer:
         self.health = PassiveHealth(self.router, self.metrics.registry)
         self.holds = Holds(self.router)
         self.metrics.registry.register(InFlightCollector(self.holds))
-        self.served = ServedMetrics(self.metrics.registry)
+        self.served = ServedMetrics(self.metrics.registry, spans_from_environment())
         self.http: HttpFront | None = None
         if config.http is not None:
             self.http = HttpFront(

@@ -45,6 +45,7 @@ from dataplane.http_front.request_keys import (
     parse_body,
 )
 from dataplane.served_metrics import AnswerTimer
+from dataplane.tracing import decision_attributes
 
 _IDS = itertools.count(1)
 
@@ -181,7 +182,14 @@ class PickerStream:
         ctx.metrics.decided(stage)
         ctx.served.key_source("extproc", request.key_source)
         model = request.model or self._headers.get("x-model", "")
-        self._timer = ctx.served.timer("extproc", request.route.pool, model, self._started)
+        self._timer = ctx.served.timer(
+            "extproc",
+            request.route.pool,
+            model,
+            self._started,
+            self._headers,
+            decision_attributes(chosen.outcome, request.key_source),
+        )
         return wire.pick_response(chosen.endpoints)
 
     def _error(self, exc: FrontError) -> Any:

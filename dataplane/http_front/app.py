@@ -52,6 +52,7 @@ from dataplane.http_front.request_keys import (
 from dataplane.http_front.request_keys import parse_body as parse_json_body
 from dataplane.passive_health import PassiveHealth
 from dataplane.served_metrics import AnswerTimer, ServedMetrics
+from dataplane.tracing import decision_attributes
 
 log = structlog.get_logger("dataplane.http_front")
 MODELS_TIMEOUT_S = 2.0
@@ -215,7 +216,14 @@ class HttpFront:
             self.metrics.answered(route, exc.status)
             return exc.response()
         self.served.key_source("http", parsed.key_source)
-        timer = self.served.timer("http", parsed.route.pool, parsed.model, started)
+        timer = self.served.timer(
+            "http",
+            parsed.route.pool,
+            parsed.model,
+            started,
+            request.headers,
+            decision_attributes(outcome, parsed.key_source),
+        )
         held = [self.holds.take(parsed.route, outcome, now)]
         try:
             response = await self._proxy(request, raw, path, parsed, outcome, held, timer)
