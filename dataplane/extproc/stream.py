@@ -64,6 +64,7 @@ class PickerStream:
         self._request: FrontRequest | None = None
         self._hold: Hold | None = None
         self._served = -1  # index into the pick's nodes of the node that answered
+        self._answered = False  # response headers with a status below 400 came
         self._timer: AnswerTimer | None = None
         self._started = 0.0
 
@@ -85,8 +86,14 @@ class PickerStream:
         return []  # a message kind this picker did not ask for
 
     def close(self) -> None:
-        """The stream ended: whatever the request held is released now."""
-        self._finish(completed=False)
+        """The stream ended: whatever the request held is released now.
+
+        When the response's headers came with a status below 400, the request counts as answered
+        (end-to-end time observed): with the recipe's processing mode (response bodies not sent
+        to the picker) the stream's end is the only sign of the answer's end. A client that went
+        away after the headers is counted the same way: the picker cannot tell the two apart.
+        """
+        self._finish(completed=self._answered)
 
     # -- request side ---------------------------------------------------------------------------
 
@@ -222,6 +229,7 @@ class PickerStream:
         )  # fmt: skip
         if self._served > 0:
             extra = (*extra, "x-cacheroute-retried-from", outcome.node_id)
+        self._answered = 0 < status < 400
         if status >= 400 and self._timer is not None:
             self._timer.finish(completed=False)  # errors are not latency samples
         if message.response_headers.end_of_stream:

@@ -266,8 +266,16 @@ def test_the_hold_lasts_until_the_response_ends_and_releases_on_stream_close(
     assert registry.get_sample_value("cacheroute_router_cached_tokens_sum", labels) == 48
     abandoned, _ = run(ctx, m.request_headers({"x-cacheroute-key": key}, end_of_stream=True))
     assert ctx.holds.open_count == {("default", node): 1}
-    abandoned.close()  # the client went away: Envoy ends the stream
+    abandoned.close()  # the client went away before an answer: Envoy ends the stream
     assert ctx.holds.open_count == {}
+    assert registry.get_sample_value("cacheroute_router_request_seconds_count", labels) == 1
+    # The recipe's mode: no response body, the stream's end after the headers is the answer's end.
+    quiet, _ = run(ctx, m.request_headers({"x-cacheroute-key": key}, end_of_stream=True))
+    quiet.on_message(m.response_headers(200, served=primary))
+    assert ctx.holds.open_count == {("default", node): 1}
+    quiet.close()
+    assert ctx.holds.open_count == {}
+    assert registry.get_sample_value("cacheroute_router_request_seconds_count", labels) == 2
 
 
 def test_a_fallback_that_served_takes_the_hold_and_the_skipped_entry_counts_as_failed(
