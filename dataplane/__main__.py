@@ -19,9 +19,11 @@ import structlog
 from dataplane.core.names import InvalidNameError, validate_pool
 from dataplane.core.outliers import OutlierConfig
 from dataplane.core.policies import POLICIES
+from dataplane.extproc.context import ExtProcConfig
 from dataplane.health_feedback import DEFAULT_SHARE, parse_networks
 from dataplane.http_front.app import FrontConfig
 from dataplane.http_front.connections import ConnectionLimits
+from dataplane.http_front.request_keys import DEFAULT_KEY_HEADERS
 from dataplane.server import RouterConfig, RouterServer, default_router_id
 from servekit.auth_file import AuthFileError, load_auth_file
 from servekit.exposure import ALLOW_UNAUTHENTICATED, check_exposure
@@ -45,6 +47,7 @@ from servekit.options import Option, OptionSet, SettingsError, list_option, swit
 
 D = RouterConfig(router_id="")
 FRONT = FrontConfig()
+EXTPROC = ExtProcConfig()
 OUTLIERS = OutlierConfig()
 MIN_MESSAGE_BYTES = 64 * 1024
 
@@ -267,6 +270,45 @@ HTTP_MODEL_POOL = list_option(
     "requests for MODEL go to POOL without an x-cacheroute-pool header (repeatable)",
     metavar="MODEL=POOL",
 )
+KEY_HEADER = list_option(
+    "key_header",
+    "headers that carry a routing key, first present wins, before the body's "
+    f"prompt_cache_key (repeatable; both doors; default: {' '.join(DEFAULT_KEY_HEADERS)})",
+    metavar="NAME",
+)
+EXTPROC_LISTEN: Option[str | None] = Option(
+    "extproc_listen",
+    None,
+    optional_text,
+    "serve the Envoy ext_proc Endpoint Picker (envoy.service.ext_proc.v3.ExternalProcessor) on "
+    "HOST:PORT (convention: 9002); off when not given",
+)
+EXTPROC_HEALTH_LISTEN: Option[str | None] = Option(
+    "extproc_health_listen",
+    None,
+    optional_text,
+    "serve the picker's gRPC health services (liveness, readiness, "
+    "envoy.service.ext_proc.v3.ExternalProcessor) on HOST:PORT (convention: 9003)",
+)
+EXTPROC_POOL = Option(
+    "extproc_pool",
+    EXTPROC.pool,
+    str,
+    "pool of picker requests without an x-cacheroute-pool header (one InferencePool per pool)",
+    shown_default="default",
+)
+EXTPROC_MAX_BODY = Option(
+    "extproc_max_body",
+    EXTPROC.max_body_bytes,
+    positive_int,
+    "largest request body the picker reads for a key, bytes (larger: the gateway answers 413)",
+)
+EXTPROC_FALLBACKS = Option(
+    "extproc_fallbacks",
+    EXTPROC.fallbacks,
+    non_negative_int,
+    "fallback endpoints after the decision in x-gateway-destination-endpoint",
+)
 OPTIONS = OptionSet(
     LISTEN, REDIS_URL, ROUTER_ID, POLICY, SEED, TABLE_INTERVAL, ACK_INTERVAL, LOAD_INTERVAL,
     REPORT_INTERVAL, TOP_KEYS, SAMPLE_RATE, SAMPLE_FLOOR, SAMPLE_INTERVAL, SAMPLE_BUFFER,
@@ -279,7 +321,9 @@ OPTIONS = OptionSet(
     METRICS_LISTEN, HTTP_LISTEN, HTTP_MAX_BODY, HTTP_FIRST_BYTE_TIMEOUT, HTTP_CONNECT_TIMEOUT,
     HTTP_KEY_FROM_USER, HTTP_MODEL_POOL, HTTP_FIRST_BYTE_FLOOR, HTTP_MAX_CONNECTIONS,
     HTTP_MAX_CLIENT_CONNECTIONS,
-    HTTP_HEADER_TIMEOUT, HTTP_IDLE_TIMEOUT, HTTP_BODY_TIMEOUT, SERVER_TLS_OPTIONS, LOG_OPTIONS,
+    HTTP_HEADER_TIMEOUT, HTTP_IDLE_TIMEOUT, HTTP_BODY_TIMEOUT, KEY_HEADER, EXTPROC_LISTEN,
+    EXTPROC_HEALTH_LISTEN, EXTPROC_POOL, EXTPROC_MAX_BODY, EXTPROC_FALLBACKS, SERVER_TLS_OPTIONS,
+    LOG_OPTIONS,
 )  # fmt: skip
 
 
@@ -335,6 +379,7 @@ def config_from(args: argparse.Namespace) -> RouterConfig:
     )
     return RouterConfig(
         http=front_config(args),
+        extproc=extproc_config(args),
         outliers=outliers,
         auth=auth,
         planning_rate_limit=PLANNING_RATE_LIMIT.value(args),
@@ -393,6 +438,7 @@ def front_config(args: argparse.Namespace) -> FrontConfig | None:
         first_byte_floor_s=HTTP_FIRST_BYTE_FLOOR.value(args),
         key_from_user=HTTP_KEY_FROM_USER.value(args),
         model_pools=pools,
+        key_headers=key_headers(args),
         seed=SEED.value(args),
         shutdown_timeout_s=GRACE.value(args),
         limits=ConnectionLimits(
@@ -402,6 +448,39 @@ def front_config(args: argparse.Namespace) -> FrontConfig | None:
             idle_timeout_s=HTTP_IDLE_TIMEOUT.value(args),
             body_timeout_s=HTTP_BODY_TIMEOUT.value(args),
         ),
+    )
+
+
+def key_headers(args: argparse.Namespace) -> tuple[str, ...]:
+    """The ordered key headers (lower case), the defaults when none are given."""
+    names = tuple(name.strip().lower() for name in KEY_HEADER.value(args) if name.strip())
+    return names or DEFAULT_KEY_HEADERS
+
+
+def extproc_config(args: argparse.Namespace) -> ExtProcConfig | None:
+    """The Endpoint Picker's options, or None when ``--extproc-listen`` is not given."""
+    listen = EXTPROC_LISTEN.value(args)
+    health = EXTPROC_HEALTH_LISTEN.value(args)
+    if not listen or listen == "off":
+        if health:
+            raise SettingsError("--extproc-health-listen needs --extproc-listen")
+        return None
+    pool = EXTPROC_POOL.value(args)
+    if pool:
+        try:
+            validate_pool(pool)
+        except InvalidNameError as exc:
+            raise SettingsError(f"--extproc-pool {pool!r}: {exc}") from None
+    return ExtProcConfig(
+        listen=listen,
+        health_listen=health or None,
+        pool=pool,
+        max_body_bytes=EXTPROC_MAX_BODY.value(args),
+        fallbacks=EXTPROC_FALLBACKS.value(args),
+        key_headers=key_headers(args),
+        key_from_user=HTTP_KEY_FROM_USER.value(args),
+        seed=SEED.value(args),
+        grace_s=GRACE.value(args),
     )
 
 

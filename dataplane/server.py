@@ -20,7 +20,9 @@ Loops (all on the server's event loop; none of them is on a decision's path):
   see :mod:`dataplane.passive_health`.
 
 With ``http`` set, the OpenAI-compatible front (:mod:`dataplane.http_front`) serves on the same
-event loop and decides with the same router; it starts after gRPC and stops before it.
+event loop and decides with the same router; it starts after gRPC and stops before it. With
+``extproc`` set, so does the Envoy ext_proc Endpoint Picker (:mod:`dataplane.extproc`), whose
+readiness follows the router's first sync.
 
 Stop: health NOT_SERVING, ``server.stop(grace)``, cancel the loops, a last flush of reports and
 samples (bounded by a short timeout), close Redis and the metrics endpoint.
@@ -44,6 +46,8 @@ from cacheroute_state.urls import redacted
 from dataplane.callers import CallerNames
 from dataplane.core.outliers import OutlierConfig
 from dataplane.core.router import Router
+from dataplane.extproc.context import ExtProcConfig, PickerContext
+from dataplane.extproc.service import ExtProcServer
 from dataplane.health_feedback import DEFAULT_SHARE, HealthFeedback, Network, allow_listed
 from dataplane.holds import Holds, InFlightCollector
 from dataplane.http_front.app import FrontConfig, HttpFront
@@ -52,8 +56,10 @@ from dataplane.passive_health import PassiveHealth
 from dataplane.planning_gate import PlanningGate
 from dataplane.router_metrics import RouterMetrics
 from dataplane.sampler import Sampler, SampleReporter
+from dataplane.served_metrics import ServedMetrics
 from dataplane.servicer import RouterServicer, add_to_server
 from dataplane.table_watcher import TableWatcher
+from dataplane.tracing import spans_from_environment
 from dataplane.traffic import TrafficReporter
 from servekit.addresses import parse_host_port
 from servekit.auth_file import AuthTable
@@ -120,6 +126,7 @@ class RouterConfig:
     metrics_listen: str | None = "127.0.0.1:0"
     tls: TlsConfig | None = None
     http: FrontConfig | None = None  # the OpenAI-compatible front; None: off
+    extproc: ExtProcConfig | None = None  # the Envoy ext_proc Endpoint Picker; None: off
 
 
 class RouterServer:
@@ -151,11 +158,28 @@ class RouterServer:
         self.health = PassiveHealth(self.router, self.metrics.registry)
         self.holds = Holds(self.router)
         self.metrics.registry.register(InFlightCollector(self.holds))
+        self.served = ServedMetrics(self.metrics.registry, spans_from_environment())
         self.http: HttpFront | None = None
         if config.http is not None:
             self.http = HttpFront(
-                self.router, self.holds, config.http, self.metrics.registry, self.health
+                self.router,
+                self.holds,
+                config.http,
+                self.metrics.registry,
+                self.health,
+                self.served,
             )
+        self.extproc: ExtProcServer | None = None
+        if config.extproc is not None:
+            context = PickerContext(
+                self.router,
+                self.holds,
+                self.health,
+                self.served,
+                config.extproc,
+                self.metrics.registry,
+            )
+            self.extproc = ExtProcServer(context, config.extproc, config.tls)
         self.stores: Stores = open_stores(config.redis_url)
         self.grpc = GrpcServer(
             config.listen,
@@ -238,6 +262,8 @@ class RouterServer:
         await self.grpc.start(serving=synced)
         if self.http is not None:
             await self.http.start()
+        if self.extproc is not None:
+            await self.extproc.start(serving=synced)
         loops: dict[str, Callable[[], Awaitable[None]]] = {
             "hints": self._hint_loop,
             "tables": self.tables.run,
@@ -257,6 +283,7 @@ class RouterServer:
             policy=self.config.policy,
             metrics_port=self.metrics_endpoint.port if self.metrics_endpoint else None,
             http_port=self.http.port if self.http else None,
+            extproc_port=self.extproc.port if self.extproc else None,
             pools=sorted(self.router.pools),
             health="SERVING" if synced else "NOT_SERVING",
         )
@@ -280,6 +307,8 @@ class RouterServer:
                 )
         self.router.not_synced = ""
         await self.grpc.set_serving(True)
+        if self.extproc is not None:
+            await self.extproc.set_serving(True)
         log.info("first sync with the store done; health SERVING", pools=sorted(self.router.pools))
         await asyncio.Event().wait()  # done; parked until stop() cancels it
 
@@ -302,6 +331,8 @@ class RouterServer:
     async def stop(self) -> None:
         if self.http is not None:
             await self.http.stop()
+        if self.extproc is not None:
+            await self.extproc.stop(self.config.grace_s)
         await self.grpc.stop(self.config.grace_s)
         for task in self._tasks:
             task.cancel()

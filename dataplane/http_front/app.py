@@ -1,7 +1,9 @@
 """The OpenAI-compatible HTTP front: decide in process, proxy to the engine, stream back.
 
 Routes: ``POST /v1/chat/completions``, ``POST /v1/completions`` (streaming or not),
-``GET /v1/models`` (the union of the pool's eligible engines' models), ``GET /health``.
+``POST /v1/embeddings`` and ``POST /v1/responses`` (passed through on the same routing rules; the
+prompt each is keyed by: :mod:`~dataplane.http_front.prompts`), ``GET /v1/models`` (the union
+of the pool's eligible engines' models), ``GET /health``.
 
 A completion: read the body (over ``max_body_bytes`` → 413), parse it and pick key and pool
 (:mod:`~dataplane.http_front.request_keys`, 400 naming the field), decide with the router's own
@@ -16,7 +18,8 @@ the stream with an error event (SSE) or a cut connection. A client that goes awa
 handler (``handler_cancellation``), which closes the engine connection. Every response carries
 ``x-cacheroute-node``, ``-reason``, ``-version`` and ``-generation`` (of the attempt that
 answered; errors before a decision carry none) and every error of the front's own is
-OpenAI-style JSON.
+OpenAI-style JSON. Time to first byte, chunk gaps, end-to-end time and cached tokens of each
+answer go to :mod:`dataplane.served_metrics` (door ``http``).
 """
 
 from __future__ import annotations
@@ -42,9 +45,17 @@ from dataplane.http_front.errors import NOT_FOUND, SERVER_ERROR, UNAVAILABLE, Fr
 from dataplane.http_front.first_byte import FirstByteTimeouts
 from dataplane.http_front.metrics import FrontMetrics
 from dataplane.http_front.proxy import AttemptFailedError, Upstream, base_url, relay
-from dataplane.http_front.request_keys import POOL_HEADER, FrontRequest, KeyRules, front_request
+from dataplane.http_front.request_keys import (
+    DEFAULT_KEY_HEADERS,
+    POOL_HEADER,
+    FrontRequest,
+    KeyRules,
+    front_request,
+)
 from dataplane.http_front.request_keys import parse_body as parse_json_body
 from dataplane.passive_health import PassiveHealth
+from dataplane.served_metrics import AnswerTimer, ServedMetrics
+from dataplane.tracing import decision_attributes
 
 log = structlog.get_logger("dataplane.http_front")
 MODELS_TIMEOUT_S = 2.0
@@ -61,6 +72,7 @@ class FrontConfig:
     first_byte_floor_s: float = 10.0  # the adaptive timeout's lower bound (first_byte.py)
     key_from_user: bool = False
     model_pools: dict[str, str] = field(default_factory=dict)
+    key_headers: tuple[str, ...] = DEFAULT_KEY_HEADERS
     seed: int = 0
     shutdown_timeout_s: float = 5.0  # open responses get this long on stop, then are cut
     limits: ConnectionLimits = field(default_factory=ConnectionLimits)  # connections.py
@@ -85,13 +97,19 @@ class HttpFront:
         config: FrontConfig,
         registry: CollectorRegistry,
         health: PassiveHealth | None = None,
+        served: ServedMetrics | None = None,
     ) -> None:
         self.router = router
+        self.served = served if served is not None else ServedMetrics(registry)
         self.passive = health if health is not None else PassiveHealth(router, registry)
         self.holds = holds
         self.config = config
         self.metrics = FrontMetrics(registry)
-        self.rules = KeyRules(key_from_user=config.key_from_user, model_pools=config.model_pools)
+        self.rules = KeyRules(
+            key_from_user=config.key_from_user,
+            model_pools=config.model_pools,
+            key_headers=config.key_headers,
+        )
         self.upstream = Upstream(
             connect_timeout_s=config.connect_timeout_s,
             first_byte_timeout_s=config.first_byte_timeout_s,
@@ -116,6 +134,8 @@ class HttpFront:
         )
         app.router.add_post("/v1/chat/completions", self.chat_completions)
         app.router.add_post("/v1/completions", self.completions)
+        app.router.add_post("/v1/embeddings", self.embeddings)
+        app.router.add_post("/v1/responses", self.responses)
         app.router.add_get("/v1/models", self.models)
         app.router.add_get("/health", self.health)
         return app
@@ -199,21 +219,30 @@ class HttpFront:
         return web.json_response({"object": "list", "data": list(seen.values())})
 
     async def chat_completions(self, request: web.Request) -> web.StreamResponse:
-        return await self._complete(request, "/v1/chat/completions", chat=True)
+        return await self._complete(request, "/v1/chat/completions", "chat")
 
     async def completions(self, request: web.Request) -> web.StreamResponse:
-        return await self._complete(request, "/v1/completions", chat=False)
+        return await self._complete(request, "/v1/completions", "completions")
+
+    async def embeddings(self, request: web.Request) -> web.StreamResponse:
+        return await self._complete(request, "/v1/embeddings", "embeddings")
+
+    async def responses(self, request: web.Request) -> web.StreamResponse:
+        return await self._complete(request, "/v1/responses", "responses")
 
     # -- the proxied path ---------------------------------------------------------------------
 
-    async def _complete(self, request: web.Request, path: str, *, chat: bool) -> web.StreamResponse:
-        route = "chat_completions" if chat else "completions"  # the request metric's label
+    async def _complete(self, request: web.Request, path: str, endpoint: str) -> web.StreamResponse:
+        # The request metric's label: /v1/chat/completions -> chat_completions, /v1/embeddings ->
+        # embeddings (the last segment alone would call chat requests "completions").
+        route = path.removeprefix("/v1/").replace("/", "_")
+        started = time.perf_counter()
         try:
             raw = await self._read(request)
             parsed = front_request(
                 parse_json_body(raw),
                 request.headers,
-                chat=chat,
+                endpoint=endpoint,
                 rules=self.rules,
                 request_id=request.headers.get("x-request-id") or f"http-{next(self._ids)}",
             )
@@ -222,15 +251,26 @@ class HttpFront:
         except FrontError as exc:
             self.metrics.answered(route, exc.status)
             return exc.response()
+        self.served.key_source("http", parsed.key_source)
+        timer = self.served.timer(
+            "http",
+            parsed.route.pool,
+            parsed.model,
+            started,
+            request.headers,
+            decision_attributes(outcome, parsed.key_source),
+        )
         held = [self.holds.take(parsed.route, outcome, now)]
         try:
-            response = await self._proxy(request, raw, path, parsed, outcome, held)
+            response = await self._proxy(request, raw, path, parsed, outcome, held, timer)
             self.metrics.answered(route, response.status)
+            timer.finish(completed=response.status < 400)
             return response
         except (asyncio.CancelledError, ConnectionError):
             self.metrics.client_gone.inc()
             raise
         finally:
+            timer.finish(completed=False)  # no-op after a completed answer
             for hold in held:
                 self.holds.release(hold)
 
@@ -268,6 +308,7 @@ class HttpFront:
         parsed: FrontRequest,
         outcome: RouteOutcome,
         held: list[Hold],
+        timer: AnswerTimer,
     ) -> web.StreamResponse:
         """Attempt, retry once on another node if that failed, relay; ``held`` gets the holds."""
         headers = decision_headers(outcome)
@@ -310,7 +351,7 @@ class HttpFront:
                 health.failed(pool, retry.node_id, again.cause)
                 return await self._give_up(request, again, headers)
         health.succeeded(pool, headers["x-cacheroute-node"])  # it answered: alive
-        return await self._relay(request, upstream, headers, pool)
+        return await self._relay(request, upstream, headers, pool, timer)
 
     async def _attempt(
         self, url: str, raw: bytes, request: web.Request, node_id: str, stream: bool
@@ -358,13 +399,18 @@ class HttpFront:
         upstream: aiohttp.ClientResponse,
         headers: dict[str, str],
         pool: str | None,
+        timer: AnswerTimer | None = None,
     ) -> web.StreamResponse:
         """Stream the answer; ``pool`` set: a break mid-way counts against the node's health."""
         try:
-            response, broken = await relay(request, upstream, headers)
+            response, broken = await relay(
+                request, upstream, headers, timer.chunk if timer is not None else None
+            )
         finally:
             upstream.close()
         if broken is not None:
+            if timer is not None:
+                timer.finish(completed=False)
             if pool is not None:
                 self.passive.failed(pool, headers["x-cacheroute-node"], "mid_stream")
             self.metrics.upstream_failures.labels("mid_stream").inc()

@@ -6,9 +6,11 @@ the engine's HTTP address. ``HOST:PORT`` means ``http://HOST:PORT``; an address 
 dropped). The OpenAI paths are appended: ``/v1/chat/completions``, ``/v1/completions``,
 ``/v1/models``. So ``engine-3.svc:8000`` and ``https://gpu7.example:443/serve`` both work.
 
-**An attempt** sends the client's body unchanged (with its ``Content-Type``, ``Accept`` and
-``Authorization``) and waits for the engine's status line and headers, bounded by the
-first-byte timeout (which also bounds any later silence of the engine mid-answer).
+**An attempt** sends the client's body unchanged (with its ``Content-Type``, ``Accept``,
+``Authorization``, the W3C trace context ``traceparent``/``tracestate``, ``X-Request-Id`` (vLLM's
+request id) and ``X-data-parallel-rank`` (vLLM's data-parallel rank pin), all unchanged) and
+waits for the engine's status line and headers, bounded by the first-byte timeout (which also
+bounds any later silence of the engine mid-answer).
 Connection errors, that timeout and a 5xx status are :class:`AttemptFailedError`
 (the caller may retry: nothing has reached the client yet). Anything else is the answer: its
 status and body go to the client as they arrive (``iter_any``: each read of the socket is written
@@ -19,13 +21,21 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import aiohttp
 from aiohttp import web
 from multidict import CIMultiDict
 
-FORWARD_REQUEST_HEADERS = ("Content-Type", "Accept", "Authorization")
+FORWARD_REQUEST_HEADERS = (
+    "Content-Type",
+    "Accept",
+    "Authorization",
+    "traceparent",
+    "tracestate",
+    "X-Request-Id",
+    "X-data-parallel-rank",
+)
 FORWARD_RESPONSE_HEADERS = ("Content-Type", "Cache-Control", "Content-Encoding", "X-Request-Id")
 
 
@@ -116,8 +126,9 @@ async def relay(
     request: web.Request,
     upstream: aiohttp.ClientResponse,
     headers: Mapping[str, str],
+    on_chunk: Callable[[bytes], None] | None = None,
 ) -> tuple[web.StreamResponse, BaseException | None]:
-    """Stream the engine's answer to the client chunk by chunk.
+    """Stream the engine's answer to the client chunk by chunk (each also to ``on_chunk``).
 
     Returns the response and the engine-side error that broke it mid-way, if any: the client
     then gets an SSE error event (a stream) or a cut connection (anything else), since a
@@ -142,6 +153,8 @@ async def relay(
         except (aiohttp.ClientError, OSError) as exc:
             await _broken(request, response, headers, exc)
             return response, exc
+        if on_chunk is not None:
+            on_chunk(chunk)
         await response.write(chunk)
     await response.write_eof()
     return response, None

@@ -2,19 +2,24 @@
 
 Routing key, first that applies:
 
-1. the ``x-cacheroute-key`` header;
+1. the first key header present, in the configured order (``--key-header``; default
+   :data:`DEFAULT_KEY_HEADERS`: CacheRoute's own, then the session and routing keys that users of
+   llm-d, the SGLang model gateway and Dynamo already send, then llm-d's fairness id);
 2. the body's ``prompt_cache_key`` (OpenAI's name for a caller-chosen cache key);
 3. the body's ``user``, when the front is configured to (``--http-key-from-user``);
 4. otherwise the derived key of model + ``cache_salt`` (or the LoRA-style model name) + the
    prompt's first 1,024 bytes (:func:`dataplane.core.keys.derive_key`).
 
+Which of these gave the key is the request's ``key_source`` (the header's name in lower case,
+``prompt_cache_key``, ``user`` or ``derived``), counted by
+``cacheroute_router_key_source_total{source}``.
+
 Pool: the ``x-cacheroute-pool`` header, else the configured model → pool map, else ``default``.
 
-The prompt text is the completion's ``prompt`` or the chat messages rendered ``"<role>:
-<content>\\n"`` each (the simulated engine's rendering, so its prefix blocks and the router's
-agree). Only its first 4,096 UTF-8 bytes are kept: they derive the key and the chained
-prompt-block hashes that prefix-history policies and the sampled trace read
-(:meth:`~dataplane.core.route_input.RouteInput.blocks`, computed only when one of them asks).
+The prompt text is read per endpoint by :mod:`~dataplane.http_front.prompts`; its first 4,096
+UTF-8 bytes derive the key and the chained prompt-block hashes that prefix-history policies and
+the sampled trace read (:meth:`~dataplane.core.route_input.RouteInput.blocks`, computed only when
+one of them asks).
 Every check raises :class:`~dataplane.http_front.errors.FrontError` (400) naming the field.
 """
 
@@ -26,12 +31,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cacheroute.v1 import routing_pb2
-from dataplane.core.keys import MAX_PROMPT_BYTES
 from dataplane.core.route_input import InvalidRequestError, RouteInput, parse_request
 from dataplane.http_front.errors import bad_request
+from dataplane.http_front.prompts import prompt_head
 
 KEY_HEADER = "x-cacheroute-key"
 POOL_HEADER = "x-cacheroute-pool"
+DEFAULT_KEY_HEADERS = (
+    KEY_HEADER,
+    "x-session-id",  # llm-d session affinity
+    "x-smg-routing-key",  # SGLang model gateway
+    "x-dynamo-session-id",  # NVIDIA Dynamo
+    "x-llm-d-inference-fairness-id",  # llm-d tenant (fairness) id
+)
+DERIVED = "derived"
 
 
 @dataclass(frozen=True)
@@ -40,15 +53,17 @@ class KeyRules:
 
     key_from_user: bool = False
     model_pools: Mapping[str, str] = field(default_factory=dict)
+    key_headers: tuple[str, ...] = DEFAULT_KEY_HEADERS  # lower case, first present wins
 
 
 @dataclass(frozen=True)
 class FrontRequest:
-    """A checked request: the router's input, whether it streams, its model."""
+    """A checked request: the router's input, whether it streams, its model, the key's source."""
 
     route: RouteInput
     stream: bool
     model: str
+    key_source: str = DERIVED
 
 
 def parse_body(raw: bytes) -> dict[str, Any]:
@@ -69,11 +84,12 @@ def front_request(
     body: dict[str, Any],
     headers: Mapping[str, str],
     *,
-    chat: bool,
+    endpoint: str,
     rules: KeyRules,
     request_id: str,
 ) -> FrontRequest:
-    """Validate ``body`` and build the router's input (module docstring)."""
+    """Validate ``body`` of an ``endpoint`` (:data:`~dataplane.http_front.prompts.ENDPOINTS`)
+    and build the router's input (module docstring)."""
     model = body.get("model", "")
     if not isinstance(model, str):
         raise bad_request("'model' must be a string", param="model")
@@ -88,7 +104,7 @@ def front_request(
     message = routing_pb2.RouteRequest(
         pool=pool,
         key=key,
-        prompt_prefix=_prompt_head(body, chat),
+        prompt_prefix=prompt_head(body, endpoint),
         model=model,
         cache_salt=salt,
         request_id=request_id,
@@ -100,7 +116,39 @@ def front_request(
         if text.startswith("pool"):
             param = POOL_HEADER
         raise bad_request(text, param=param) from None
-    return FrontRequest(route, stream, model)
+    return FrontRequest(route, stream, model, param if key else DERIVED)
+
+
+def header_request(
+    headers: Mapping[str, str], rules: KeyRules, request_id: str
+) -> FrontRequest | None:
+    """The router's input from the headers alone (a key header is present), else None.
+
+    What the Endpoint Picker decides on before the body arrives; the pool is the pool header's
+    (the model → pool map needs the body, so it does not apply here).
+    """
+    found = header_key(headers, rules)
+    if found is None:
+        return None
+    key, source = found
+    message = routing_pb2.RouteRequest(
+        pool=headers.get(POOL_HEADER, ""), key=key, request_id=request_id
+    )
+    try:
+        route = parse_request(message)
+    except InvalidRequestError as exc:
+        text = str(exc)
+        raise bad_request(text, param=POOL_HEADER if text.startswith("pool") else source) from None
+    return FrontRequest(route, False, "", source)
+
+
+def header_key(headers: Mapping[str, str], rules: KeyRules) -> tuple[str, str] | None:
+    """(key, header name) of the first configured key header present, or None."""
+    for name in rules.key_headers:
+        value = _header(headers, name)
+        if value:
+            return value, name
+    return None
 
 
 def _header(headers: Mapping[str, str], name: str) -> str:
@@ -115,9 +163,9 @@ def _header(headers: Mapping[str, str], name: str) -> str:
 
 
 def _key(body: dict[str, Any], headers: Mapping[str, str], rules: KeyRules) -> tuple[str, str]:
-    header = _header(headers, KEY_HEADER)
-    if header:
-        return header, KEY_HEADER
+    found = header_key(headers, rules)
+    if found is not None:
+        return found
     for name in ("prompt_cache_key", "user") if rules.key_from_user else ("prompt_cache_key",):
         value = body.get(name)
         if value is None or value == "":
@@ -126,52 +174,3 @@ def _key(body: dict[str, Any], headers: Mapping[str, str], rules: KeyRules) -> t
             raise bad_request(f"'{name}' must be a string", param=name)
         return value, name
     return "", "prompt"
-
-
-def _prompt_head(body: dict[str, Any], chat: bool) -> str:
-    """The prompt's first MAX_PROMPT_BYTES bytes as text ("" when it has none)."""
-    if chat:
-        messages = body.get("messages")
-        if not isinstance(messages, list) or not messages:
-            raise bad_request("'messages' must be a non-empty list", param="messages")
-        parts: list[str] = []
-        size = 0
-        for message in messages:
-            if not isinstance(message, dict):
-                raise bad_request("each message must be an object", param="messages")
-            text = f"{message.get('role', '')}: {_content(message.get('content'))}\n"
-            parts.append(text)
-            size += len(text)
-            if size >= MAX_PROMPT_BYTES:  # characters ≥ bytes / 4: enough, cut below
-                break
-        prompt = "".join(parts)
-    else:
-        prompt = _completion_prompt(body.get("prompt"))
-    data = prompt.encode("utf-8")
-    if len(data) <= MAX_PROMPT_BYTES:
-        return prompt
-    return data[:MAX_PROMPT_BYTES].decode("utf-8", errors="ignore")
-
-
-def _content(content: object) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):  # content parts: the text ones
-        return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
-    return "" if content is None else str(content)
-
-
-def _completion_prompt(prompt: object) -> str:
-    if isinstance(prompt, str):
-        return prompt
-    if isinstance(prompt, list) and prompt:
-        first = prompt[0]
-        if isinstance(first, str):
-            return first
-        if isinstance(first, int):  # token ids
-            return " ".join(str(t) for t in prompt[:MAX_PROMPT_BYTES])
-        if isinstance(first, list):  # a batch of token-id prompts
-            return " ".join(str(t) for t in first[:MAX_PROMPT_BYTES])
-    if prompt is None:
-        raise bad_request("'prompt' is required", param="prompt")
-    raise bad_request("'prompt' must be a string or a list", param="prompt")

@@ -8,8 +8,15 @@ import pytest
 
 from dataplane.core.keys import derive_key, hash_key
 from dataplane.http_front.errors import FrontError
+from dataplane.http_front.prompts import endpoint_of
 from dataplane.http_front.proxy import base_url
-from dataplane.http_front.request_keys import KeyRules, front_request, parse_body
+from dataplane.http_front.request_keys import (
+    DEFAULT_KEY_HEADERS,
+    KeyRules,
+    front_request,
+    header_request,
+    parse_body,
+)
 
 CHAT: dict[str, Any] = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 
@@ -17,8 +24,9 @@ CHAT: dict[str, Any] = {"model": "m", "messages": [{"role": "user", "content": "
 def _parse(
     body: dict[str, Any], headers: dict[str, str] | None = None, rules: KeyRules | None = None
 ) -> tuple[str, str]:
+    endpoint = "chat" if "messages" in body else "completions"
     parsed = front_request(
-        body, headers or {}, chat="messages" in body, rules=rules or KeyRules(), request_id="r"
+        body, headers or {}, endpoint=endpoint, rules=rules or KeyRules(), request_id="r"
     )
     assert parsed.route.key_hash == hash_key(parsed.route.key)
     return parsed.route.key, parsed.route.pool
@@ -86,3 +94,58 @@ def test_bodies_that_are_not_json_objects_are_refused() -> None:
 )
 def test_a_node_address_maps_to_a_base_url(address: str, url: str) -> None:
     assert base_url(address) == url
+
+
+def test_key_headers_are_honoured_in_order_before_prompt_cache_key_and_name_their_source() -> None:
+    body = {**CHAT, "prompt_cache_key": "pck"}
+    names = list(DEFAULT_KEY_HEADERS)
+    assert names == [
+        "x-cacheroute-key",
+        "x-session-id",
+        "x-smg-routing-key",
+        "x-dynamo-session-id",
+        "x-llm-d-inference-fairness-id",
+    ]
+    for first in range(len(names)):
+        headers = {name: f"key-{i}" for i, name in enumerate(names) if i >= first}
+        parsed = front_request(body, headers, endpoint="chat", rules=KeyRules(), request_id="r")
+        assert (parsed.route.key, parsed.key_source) == (f"key-{first}", names[first])
+        alone = header_request(headers, KeyRules(), "r")
+        assert alone is not None and alone.route.key == f"key-{first}"
+    parsed = front_request(body, {}, endpoint="chat", rules=KeyRules(), request_id="r")
+    assert parsed.key_source == "prompt_cache_key"
+    parsed = front_request(CHAT, {}, endpoint="chat", rules=KeyRules(), request_id="r")
+    assert parsed.key_source == "derived"
+    assert header_request({}, KeyRules(), "r") is None
+    custom = KeyRules(key_headers=("x-tenant",))
+    assert _parse(body, {"x-tenant": "t", "x-cacheroute-key": "k"}, custom)[0] == "t"
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "prompt"),
+    [
+        ("/v1/embeddings", {"model": "m", "input": "embed me"}, "embed me"),
+        ("/v1/embeddings", {"model": "m", "input": ["a", "b"]}, "a"),
+        ("/v1/responses", {"model": "m", "input": "hi"}, "hi"),
+        (
+            "/v1/responses",
+            {"model": "m", "instructions": "be brief", "input": [{"role": "user", "content": "q"}]},
+            "system: be brief\nuser: q\n",
+        ),
+        ("/v1/completions?x=1", {"model": "m", "prompt": "p"}, "p"),
+    ],
+)
+def test_embeddings_and_responses_derive_their_key_from_their_own_input(
+    path: str, body: dict[str, Any], prompt: str
+) -> None:
+    endpoint = endpoint_of(path)
+    assert endpoint is not None
+    parsed = front_request(body, {}, endpoint=endpoint, rules=KeyRules(), request_id="r")
+    assert parsed.route.key == derive_key("m", "", prompt)
+
+
+def test_an_embeddings_or_responses_body_without_input_names_the_field() -> None:
+    for endpoint in ("embeddings", "responses"):
+        with pytest.raises(FrontError) as caught:
+            front_request({"model": "m"}, {}, endpoint=endpoint, rules=KeyRules(), request_id="r")
+        assert caught.value.param == "input"

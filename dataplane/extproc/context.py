@@ -1,0 +1,90 @@
+"""What every ext_proc stream of one router shares: options, the router's parts, the metrics."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from dataplane.core.router import Router
+from dataplane.holds import Holds
+from dataplane.http_front.request_keys import DEFAULT_KEY_HEADERS, KeyRules
+from dataplane.passive_health import PassiveHealth
+from dataplane.served_metrics import ServedMetrics
+
+
+@dataclass(frozen=True)
+class ExtProcConfig:
+    """Options of the Endpoint Picker (``python -m dataplane --help``: the ``--extproc-*``)."""
+
+    listen: str = "127.0.0.1:9002"
+    health_listen: str | None = None  # the gRPC health server (GIE convention: port 9003)
+    pool: str = ""  # requests without an x-cacheroute-pool header ("": default)
+    max_body_bytes: int = 16 * 1024 * 1024
+    fallbacks: int = 2  # endpoints after the decision, for the gateway's retries
+    key_headers: tuple[str, ...] = DEFAULT_KEY_HEADERS
+    key_from_user: bool = False
+    seed: int = 0
+    grace_s: float = 5.0
+
+
+class ExtProcMetrics:
+    """``cacheroute_router_extproc_*``: decisions, immediate answers, fallbacks, open streams."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.decisions = Counter(
+            "cacheroute_router_extproc_decisions",
+            "Endpoint Picker decisions by the stage they were made at: headers (a key header), "
+            "body (the key or prompt in the body) or bodiless (no body, no key).",
+            ["stage"],
+            registry=registry,
+        )
+        self.immediate_responses = Counter(
+            "cacheroute_router_extproc_immediate_responses",
+            "Requests the gateway answered itself on the picker's word (400, 404, 413, 503).",
+            ["status"],
+            registry=registry,
+        )
+        self.fallbacks = Counter(
+            "cacheroute_router_extproc_fallbacks",
+            "Requests served by a fallback entry of the pick (the gateway retried down the list).",
+            registry=registry,
+        )
+        self.streams = Gauge(
+            "cacheroute_router_extproc_open_streams",
+            "ext_proc streams open now (one per HTTP request in the gateway).",
+            registry=registry,
+        )
+
+    def decided(self, stage: str) -> None:
+        self.decisions.labels(stage).inc()
+
+    def immediate(self, status: int) -> None:
+        self.immediate_responses.labels(str(status)).inc()
+
+    def fallback(self) -> None:
+        self.fallbacks.inc()
+
+
+class PickerContext:
+    """The router's decision path (router, holds, passive health) plus the picker's own state."""
+
+    def __init__(
+        self,
+        router: Router,
+        holds: Holds,
+        health: PassiveHealth,
+        served: ServedMetrics,
+        config: ExtProcConfig,
+        registry: CollectorRegistry,
+    ) -> None:
+        self.router = router
+        self.holds = holds
+        self.health = health
+        self.served = served
+        self.config = config
+        self.registry = registry
+        self.metrics = ExtProcMetrics(registry)
+        self.rules = KeyRules(key_from_user=config.key_from_user, key_headers=config.key_headers)
+        self.rng = random.Random(config.seed)
