@@ -12,6 +12,7 @@ from __future__ import annotations
 from cacheroute.v1 import admin_pb2, cluster_pb2
 from cacheroute_state import Stores
 from cacheroute_state.schema import AUDIT_MAXLEN
+from controlplane.errors import InvalidArgumentError
 from dataplane.core.names import validate_pool
 
 DEFAULT_LIMIT = 100
@@ -30,7 +31,9 @@ async def list_audit(
     stores: Stores, request: admin_pb2.ListAuditRequest
 ) -> admin_pb2.ListAuditResponse:
     if request.limit > AUDIT_MAXLEN:
-        raise ValueError(f"limit: at most {AUDIT_MAXLEN} (a pool's trail keeps that many)")
+        raise InvalidArgumentError(
+            f"limit: at most {AUDIT_MAXLEN} (a pool's trail keeps that many)"
+        )
     pools = [validate_pool(request.pool)] if request.pool else await stores.plans.pools()
     found: list[cluster_pb2.AuditEvent] = []
     for pool in pools:

@@ -21,6 +21,7 @@ import structlog
 from cacheroute.v1 import admin_pb2, cluster_pb2
 from cacheroute_state import Stores
 from cacheroute_state.interfaces import PlanInUseError
+from controlplane.errors import InvalidArgumentError
 from dataplane.core.names import validate_pool
 
 log = structlog.get_logger("controlplane.retention")
@@ -53,7 +54,7 @@ async def prune(
     """Delete ``pool``'s versions beyond the newest ``keep`` that nothing protects."""
     pool = validate_pool(pool or "default")
     if keep < 1:
-        raise ValueError(f"keep: at least 1, got {keep}")
+        raise InvalidArgumentError(f"keep: at least 1, got {keep}")
     metas = await stores.plans.list_plans(pool, _ALL)  # newest first
     guarded = await protected_versions(stores, pool)
     answer = admin_pb2.PrunePlansResponse(kept=min(keep, len(metas)))

@@ -29,7 +29,7 @@ from cacheroute.v1 import admin_pb2
 from cacheroute_state import Stores
 from controlplane.cluster.nodes import Liveness, list_statuses
 from controlplane.core.node_states import state_of
-from controlplane.errors import PreconditionError
+from controlplane.errors import InvalidArgumentError, PreconditionError
 from dataplane.core.table import RoutingTable
 
 NAMES_SHOWN = 8
@@ -158,12 +158,12 @@ def check_skips(gates: Sequence[RolloutGate], skip: Sequence[str], reason: str) 
     names = [gate.name for gate in gates]
     unknown = sorted(set(skip) - set(names))
     if unknown:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"skip_gates: no gate named {', '.join(unknown)} (this control plane's gates: "
             f"{', '.join(names) or 'none'})"
         )
     if skip and not reason.strip():
-        raise ValueError("reason: required when skipping a gate (the audit records why)")
+        raise InvalidArgumentError("reason: required when skipping a gate (the audit records why)")
 
 
 async def run_gates(

@@ -154,7 +154,8 @@ async def test_an_idle_keep_alive_connection_is_closed() -> None:
         reader, writer = await asyncio.open_connection("127.0.0.1", front.port)
         writer.write(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
         answer = await asyncio.wait_for(reader.readline(), timeout=30)
-        assert b"200 OK" in answer
+        # An engine-less front answers /health 503 (issue 24): any whole answer will do here.
+        assert answer.startswith(b"HTTP/1.1 ")
         rest = await asyncio.wait_for(reader.read(), timeout=30)  # EOF: closed when idle
         assert b"status" in rest
         writer.close()
