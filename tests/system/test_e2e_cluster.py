@@ -37,7 +37,8 @@ from sim.engine_model import LLAMA_8B
 from tests.support.polling import eventually
 from tests.support.timing import LagMeter
 
-pytestmark = [pytest.mark.e2e, pytest.mark.redis, pytest.mark.grpc, pytest.mark.timeout(120)]
+# The timeout is a hang guard, not a bound: a busy machine stretches the waits.
+pytestmark = [pytest.mark.e2e, pytest.mark.redis, pytest.mark.grpc, pytest.mark.timeout(300)]
 
 VICTIM = "sim-3"
 NOTICE_BOUND_S = 1.0

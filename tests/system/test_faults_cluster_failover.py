@@ -25,8 +25,9 @@ from tests.support.redis_cluster import RedisClusterProcs
 from tests.support.router import rollout
 from tests.support.timing import LagMeter
 
+# The timeout is a hang guard, not a bound: a busy machine stretches the waits.
 pytestmark = [pytest.mark.e2e, pytest.mark.redis, pytest.mark.grpc, pytest.mark.slow,
-              pytest.mark.timeout(240)]  # fmt: skip
+              pytest.mark.timeout(600)]  # fmt: skip
 
 CONVERGE_BOUND_S = 20.0  # node timeout 1 s, election ~1-2 s, clients refresh the slot map
 ACTIVE_KEY = "cr:{default}:active"

@@ -31,8 +31,9 @@ from cacheroute_state.embedded import EmbeddedRedis
 from tests.support.faults import HOST, Fleet, Proc, list_nodes, until
 from tests.support.timing import LagMeter
 
+# The timeout is a hang guard, not a bound: a busy machine stretches the waits.
 pytestmark = [pytest.mark.e2e, pytest.mark.redis, pytest.mark.grpc, pytest.mark.slow,
-              pytest.mark.timeout(180)]  # fmt: skip
+              pytest.mark.timeout(480)]  # fmt: skip
 
 CP_FLAGS = ("--load-publish-interval", "0.25", "--node-timeout-intervals", "3")
 FAILURES = 5  # the default --outlier-consecutive-failures

@@ -28,8 +28,9 @@ from tests.support.faults import Fleet, RouteProbe, until
 from tests.support.router import rollout
 from tests.support.timing import LagMeter
 
+# The timeout is a hang guard, not a bound: a busy machine stretches the waits.
 pytestmark = [pytest.mark.e2e, pytest.mark.redis, pytest.mark.grpc, pytest.mark.slow,
-              pytest.mark.timeout(180)]  # fmt: skip
+              pytest.mark.timeout(480)]  # fmt: skip
 
 SERVICE = "cacheroute"
 CONVERGE_BOUND_S = 20.0  # sentinel notices in 1 s, elects and promotes in a few more
