@@ -176,6 +176,9 @@ async def register_nodes(c: Clients, pool: str = "default", count: int = 4) -> l
 ROOT = Path(__file__).resolve().parents[2]
 
 
+STARTUP_TIMEOUT_S = 90.0
+
+
 class ControlPlaneProcess:
     """A control-plane subprocess whose JSON log lines are collected by a thread."""
 
@@ -195,7 +198,14 @@ class ControlPlaneProcess:
         self.lines: queue.Queue[dict[str, Any]] = queue.Queue()
         self.seen: list[dict[str, Any]] = []
         threading.Thread(target=self._read, daemon=True).start()
-        serving = self.wait_for("control plane serving")
+        try:
+            # A hang guard, not a speed bound: a starved machine can take long to start Python.
+            serving = self.wait_for("control plane serving", timeout=STARTUP_TIMEOUT_S)
+        except BaseException:
+            # Not yet in any fixture's list: left running it would keep publishing (empty) load
+            # snapshots into the Redis of whichever test runs next on this worker.
+            self.kill()
+            raise
         self.address: str = serving["listen"]
         self.redis_url: str = serving["redis_url"]
 
