@@ -3,9 +3,10 @@
     .venv/bin/python scripts/room_imports.py            # print the drawing
     .venv/bin/python scripts/room_imports.py --check    # exit 1 if docs/DEVELOPING.md's is stale
 
-Each line is one room with the rooms it imports and how many module-to-module imports that is;
-rooms are listed top to bottom in the contract's order, so every arrow must point to a room
-further down (the contract "Control-plane rooms" enforces it; this makes it visible).
+Each line is one room with the rooms it imports (counts would change with every edit; the set
+changes only when the structure does); rooms are listed top to bottom in the contract's order, so
+every arrow must point to a room further down (the contract "Control-plane rooms" enforces it;
+this makes it visible).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def room_of(module: str) -> str:
 
 
 def drawing() -> str:
-    """One line per room: ``room ──▶ other (n), ...``; ``↑`` marks an arrow pointing up."""
+    """One line per room: ``room ──▶ other, ...``; ``↑`` marks an arrow pointing up."""
     order = rooms()
     graph = grimp.build_graph("controlplane")
     edges: Counter[tuple[str, str]] = Counter()
@@ -52,8 +53,8 @@ def drawing() -> str:
     width = max(len(r) for r in order)
     lines = []
     for room in order:
-        out = sorted((order.index(b), b, n) for (a, b), n in edges.items() if a == room)
-        arrows = ", ".join(f"{'↑ ' if i < order.index(room) else ''}{b} ({n})" for i, b, n in out)
+        out = sorted((order.index(b), b) for (a, b) in edges if a == room)
+        arrows = ", ".join(f"{'↑ ' if i < order.index(room) else ''}{b}" for i, b in out)
         lines.append(f"{room:<{width}}  ──▶  {arrows or '(nothing in the control plane)'}")
     return "\n".join(lines) + "\n"
 

@@ -51,7 +51,9 @@ class Load:
 
     def __init__(self, url: str) -> None:
         self.url = url
-        # (time, status, node that answered, node it was retried from)
+        # (time the request was sent, status, node that answered, node it was retried from):
+        # by send time, so an answer the dead engine had written before its death, read late
+        # by a busy client, does not count as sent after the kill.
         self.answers: list[tuple[float, int, str, str]] = []
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -71,6 +73,7 @@ class Load:
         timeout = aiohttp.ClientTimeout(total=10)
         async with aiohttp.ClientSession(timeout=timeout) as session:
             while not self._stop.is_set():
+                sent = time.time()
                 try:
                     async with session.post(
                         f"{self.url}/v1/completions",
@@ -80,9 +83,9 @@ class Load:
                         await response.read()
                         node = response.headers.get("x-cacheroute-node", "")
                         retried = response.headers.get("x-cacheroute-retried-from", "")
-                        self.answers.append((time.time(), response.status, node, retried))
+                        self.answers.append((sent, response.status, node, retried))
                 except (aiohttp.ClientError, TimeoutError) as exc:
-                    self.answers.append((time.time(), 0, type(exc).__name__, ""))
+                    self.answers.append((sent, 0, type(exc).__name__, ""))
                 await asyncio.sleep(0.005)
 
 
@@ -123,6 +126,7 @@ async def test_a_dead_engine_with_the_control_plane_away_is_ejected_and_fails_no
         cp.signal(signal.SIGSTOP)  # every control plane away: no snapshot will mark sim-0 down
         await asyncio.sleep(1.0)
         engines[0].signal(signal.SIGKILL)
+        assert engines[0].wait(10.0)  # gone before the clock starts
         killed_at = time.time()
         await asyncio.sleep(DEAD_S)
 

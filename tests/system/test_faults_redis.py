@@ -61,7 +61,9 @@ async def test_redis_back_with_its_data_has_no_all_down_window(tmp_path: Path) -
         worst = 4
         snapshots = 0
         try:
-            while time.time() < returned_at + 8.0:
+            # The first 20 snapshots published after the return, however long a busy machine
+            # takes to publish them (a count in a fixed window measured the machine, issue 24).
+            while snapshots <= 20 and time.time() < returned_at + 120.0:
                 with contextlib.suppress(StoreUnavailableError):
                     snap = await stores.cluster.get_load("default")
                     if snap is not None and snap.leader_term >= 2:  # published after the return
@@ -70,7 +72,7 @@ async def test_redis_back_with_its_data_has_no_all_down_window(tmp_path: Path) -
                 await asyncio.sleep(0.05)
         finally:
             await stores.close()
-        assert snapshots > 20
+        assert snapshots > 20, "the leader published too few snapshots within the hang guard"
         await probe.stop()
         assert probe.failures() == []
         assert worst == 4, worst  # no node published down (before: all, for ~0.7 s)

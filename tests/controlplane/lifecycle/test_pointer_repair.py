@@ -65,7 +65,9 @@ async def test_a_corrupt_pointer_is_shown_and_each_move_repairs_it(state_url: st
                     admin_pb2.RolloutRequest(version=v2, actor="ops", **PAST_GATES)
                 )
             elif repair == "rollback":
-                moved = await c.plans.Rollback(admin_pb2.RollbackRequest(to_version=v1, **PAST_GATES))
+                moved = await c.plans.Rollback(
+                    admin_pb2.RollbackRequest(to_version=v1, **PAST_GATES)
+                )
             else:
                 moved = await c.plans.DisablePlan(admin_pb2.DisablePlanRequest(pool="default"))
             assert moved.action == repair
