@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -77,3 +78,42 @@ async def test_no_eligible_engine_is_an_openai_style_503(
         assert got == 503
         assert answer["error"]["code"] == "no_eligible_engine"
         assert "no healthy, undrained destination" in answer["error"]["message"]
+
+
+async def test_a_100000_deep_json_body_is_a_400_not_a_500(
+    redis_url: str, stores: Stores, shared_engines: SimEngines
+) -> None:
+    """Issue 23, failure 8: the parser's recursion ran out and the front answered 500."""
+    deep = b'{"messages": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    async with running_front(
+        redis_url, stores, shared_engines.addresses, max_body_bytes=1 << 20
+    ) as server:
+        got, answer = await _post(front_url(server), deep)
+        assert got == 400
+        assert "nests too deeply" in answer["error"]["message"]
+        assert metric_sum(server, "cacheroute_router_decisions_total") == 0
+
+
+@pytest.mark.parametrize("header", ["x-cacheroute-key", "x-cacheroute-pool"])
+async def test_a_routing_header_that_is_not_utf8_is_a_400_naming_it(
+    redis_url: str, stores: Stores, shared_engines: SimEngines, header: str
+) -> None:
+    """Issue 23, failure 8: bytes that are not UTF-8 in the key or pool header were a 500.
+    A raw socket sends them: HTTP clients refuse to."""
+    body = json.dumps(CHAT).encode()
+    async with running_front(redis_url, stores, shared_engines.addresses) as server:
+        assert server.http is not None
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.http.port)
+        writer.write(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+            b"Content-Type: application/json\r\n" + header.encode() + b": caf\xe9\xff\r\n"
+            b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+        )
+        answer = await reader.read()
+        writer.close()
+        await writer.wait_closed()
+        head, _, payload = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 400")
+        error = json.loads(payload)["error"]
+        assert error["param"] == header and "not valid UTF-8" in error["message"]
+        assert metric_sum(server, "cacheroute_router_decisions_total") == 0
