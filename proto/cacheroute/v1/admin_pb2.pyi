@@ -1153,7 +1153,7 @@ class FitProfileRequest(_message.Message):
     ACTOR_FIELD_NUMBER: _builtins.int
     pool: _builtins.str
     base: _builtins.str
-    """The built-in profile to scale (empty: the shadow gate's default, llama-70b-tp4)."""
+    """The built-in profile to scale (empty: the shadow replay's default, llama-3.3-70b-fp8-tp2-h100)."""
     actor: _builtins.str
     def __init__(
         self,
