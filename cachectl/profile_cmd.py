@@ -14,21 +14,16 @@ it takes tens of seconds (``--timeout`` is raised to at least 10 minutes for it)
 from __future__ import annotations
 
 import argparse
-import datetime
 from typing import Any
 
 from cachectl.admin_client import actor, add_target_flags, age_text, connect, to_json
+from cachectl.audit_cmd import utc_text
 from cachectl.output import print_json, print_table
 from cacheroute.v1 import admin_pb2, cluster_pb2
 
 FIT_TIMEOUT_S = 600.0
 PROFILE_HEADERS = ("POOL", "NAME", "BASE", "FACTOR", "OFFSET", "RMS ERR", "WINDOWS", "GATE", "AGE")
 WINDOW_HEADERS = ("END", "QPS", "P50", "P99", "SAMPLES", "NODES")
-
-
-def _when(ms: int) -> str:
-    stamp = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
-    return stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def profile_row(profile: cluster_pb2.FleetProfile, used: bool) -> list[object]:
@@ -41,7 +36,7 @@ def profile_row(profile: cluster_pb2.FleetProfile, used: bool) -> list[object]:
 
 def window_rows(windows: list[cluster_pb2.FleetWindow]) -> list[list[object]]:
     return [
-        [_when(w.end_unix_ms), f"{w.qps:.1f}", f"{w.ttft_p50_s * 1000:.0f} ms",
+        [utc_text(w.end_unix_ms), f"{w.qps:.1f}", f"{w.ttft_p50_s * 1000:.0f} ms",
          f"{w.ttft_p99_s * 1000:.0f} ms", f"{w.samples:.0f}", w.nodes]
         for w in windows
     ]  # fmt: skip
