@@ -1,7 +1,8 @@
 """FitProfile / GetProfile over RPC on the state twin: a simulated fleet with a known slowdown of
 the base profile, observed under Flat-LB, is fitted back within the fitting core's stated
 tolerance (tests/sim/test_fleet_fit.py: 10% on the factor, 20 ms on the offset); too few windows
-is FAILED_PRECONDITION naming how many exist and are needed."""
+is FAILED_PRECONDITION naming how many exist and are needed; a shadow replay naming no profile
+is judged by the fitted one and its verdict says so."""
 
 from __future__ import annotations
 
@@ -13,9 +14,11 @@ import pytest
 from cacheroute.v1 import admin_pb2
 from cacheroute_state import Stores
 from controlplane.lifecycle.fitted_profile import MAX_RMS_RELATIVE_ERROR
-from sim.engine_model import LLAMA_70B
+from dataplane.core.table_codec import table_to_proto
+from sim.engine_model import LLAMA_70B, QWEN_32B
 from sim.workloads.registry import make_workload
 from tests.support.controlplane import clients, quick_config, running
+from tests.support.factories import small_plan
 from tests.support.fleet import record_flat_windows, sampled
 
 pytestmark = [pytest.mark.grpc]
@@ -35,14 +38,25 @@ async def test_profile_fit_recovers_a_simulated_fleets_slowdown_over_rpc(
     now_ms = int(time.time() * 1000)  # the routers' sample of another draw of the traffic
     trace = WORKLOAD.requests(qps=8.0, duration_s=60.0, seed=2)
     await stores.telemetry.add_samples(sampled("fleet", trace, now_ms - 60_000))
-    config = quick_config(memory_url, shadow_max_requests=2_000)
+    table = small_plan("fleet", seed=1)
+    # Every replay is inconclusive (more samples needed than exist): it records the profile that
+    # would have judged it without running the replay.
+    config = quick_config(memory_url, shadow_max_requests=2_000, shadow_min_samples=100_000)
     async with running(config) as plane, clients(plane.address) as c:
         shown = await c.plans.GetProfile(admin_pb2.GetProfileRequest(pool="fleet"))
         assert not shown.HasField("profile") and len(shown.windows) == 3
+        await c.plans.ImportPlan(admin_pb2.ImportPlanRequest(table=table_to_proto(table)))
+        shadow = admin_pb2.ShadowPlanRequest(pool="fleet", version=table.version)
+        before = await c.plans.ShadowPlan(shadow)
         fitted = await c.plans.FitProfile(
             admin_pb2.FitProfileRequest(pool="fleet", actor="alice")  # base: the 70B default
         )
         shown = await c.plans.GetProfile(admin_pb2.GetProfileRequest(pool="fleet"))
+        after = await c.plans.ShadowPlan(shadow)
+        shadow.profile = QWEN_32B.name  # a named profile wins over the fitted one
+        named = await c.plans.ShadowPlan(shadow)
+    assert before.profile == LLAMA_70B.name and after.profile == fitted.name
+    assert named.profile == QWEN_32B.name
     assert fitted.factor == pytest.approx(1.6, rel=0.10)
     assert fitted.offset_ms == pytest.approx(40.0, abs=20.0)
     assert fitted.rms_relative_error <= MAX_RMS_RELATIVE_ERROR
