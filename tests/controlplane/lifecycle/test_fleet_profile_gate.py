@@ -40,6 +40,8 @@ async def fitted_gate_profile(stores: Stores) -> EngineProfile:
     await stores.telemetry.add_samples(sampled("fleet", trace, now_ms - 60_000))
     request = admin_pb2.FitProfileRequest(pool="fleet", base=QWEN_32B.name)
     fitted = await fit_profile(stores, request, actor="alice", now_ms=now_ms, max_requests=2_000)
+    assert fitted.factor == pytest.approx(1.6, rel=0.10)  # the fitting core's tolerance
+    assert fitted.offset_ms == pytest.approx(40.0, abs=20.0)
     profile = await judging_profile(stores, "fleet", "")
     assert profile.name == fitted.name  # the gate picks the fitted profile, not the built-in
     return profile
