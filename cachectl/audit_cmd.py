@@ -44,7 +44,7 @@ def parse_time(flag: str, text: str, now_ms: int) -> int:
     return round(when.timestamp() * 1000)
 
 
-def _when(ms: int) -> str:
+def utc_text(ms: int) -> str:
     stamp = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
     return stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -52,7 +52,7 @@ def _when(ms: int) -> str:
 def rows(events: list[cluster_pb2.AuditEvent]) -> list[list[object]]:
     return [
         [
-            _when(e.at_unix_ms), age_text(e.at_unix_ms), e.pool, e.actor, e.action,
+            utc_text(e.at_unix_ms), age_text(e.at_unix_ms), e.pool, e.actor, e.action,
             e.from_version or "-", e.to_version or "-", e.generation or "-", e.detail,
         ]
         for e in events

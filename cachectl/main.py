@@ -33,6 +33,7 @@ GROUPS: dict[str, tuple[str, str]] = {
     "nodes": ("cachectl.nodes_cmd", "list, add, remove, drain nodes"),
     "status": ("cachectl.status_cmd", "active plans, router ACK/NACKs, nodes"),
     "audit": ("cachectl.audit_cmd", "who did what, when (the audit trail)"),
+    "profile": ("cachectl.profile_cmd", "fit an engine profile to the pool's own telemetry"),
     "knee": ("cachectl.knee_cmd", "find one engine's knee (its q_cap) with the load generator"),
     "load": ("cachectl.load_cmd", "replay a workload through Route against a running cluster"),
     "demo": (

@@ -217,7 +217,8 @@ class ClusterStore(ABC):
 
 
 class TelemetryStore(ABC):
-    """Router traffic reports, the sampled request trace and the rate estimator's state."""
+    """Router traffic reports, the sampled request trace, the rate estimator's state and the
+    fleet profile's inputs (Flat-LB windows) and output."""
 
     @abstractmethod
     async def add_traffic(self, report: cluster_pb2.TrafficReport) -> None: ...
@@ -240,6 +241,20 @@ class TelemetryStore(ABC):
 
     @abstractmethod
     async def load_rates(self, pool: str) -> bytes | None: ...
+
+    @abstractmethod
+    async def add_fleet_window(self, window: cluster_pb2.FleetWindow, keep: int) -> None:
+        """Append one Flat-LB window to its pool's log, keeping the newest ``keep`` (>= 1)."""
+
+    @abstractmethod
+    async def read_fleet_windows(self, pool: str) -> list[cluster_pb2.FleetWindow]:
+        """The stored windows, oldest first."""
+
+    @abstractmethod
+    async def put_fleet_profile(self, profile: cluster_pb2.FleetProfile) -> None: ...
+
+    @abstractmethod
+    async def get_fleet_profile(self, pool: str) -> cluster_pb2.FleetProfile | None: ...
 
 
 class LeaseStore(ABC):

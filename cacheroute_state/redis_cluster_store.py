@@ -211,6 +211,30 @@ class RedisTelemetryStore(TelemetryStore):
         data = await self._redis.get(schema.pool_key(pool, "rates"))
         return None if data is None else blob(data)
 
+    @unavailable_on_redis_error
+    async def add_fleet_window(self, window: cluster_pb2.FleetWindow, keep: int) -> None:
+        key = schema.pool_key(window.pool, "fleet_windows")
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.rpush(key, window.SerializeToString())
+            pipe.ltrim(key, -max(1, keep), -1)
+            await pipe.execute()
+
+    @unavailable_on_redis_error
+    async def read_fleet_windows(self, pool: str) -> list[cluster_pb2.FleetWindow]:
+        raw = await self._redis.lrange(schema.pool_key(pool, "fleet_windows"), 0, -1)
+        return [cluster_pb2.FleetWindow.FromString(blob(v)) for v in raw]
+
+    @unavailable_on_redis_error
+    async def put_fleet_profile(self, profile: cluster_pb2.FleetProfile) -> None:
+        await self._redis.set(
+            schema.pool_key(profile.pool, "fleet_profile"), profile.SerializeToString()
+        )
+
+    @unavailable_on_redis_error
+    async def get_fleet_profile(self, pool: str) -> cluster_pb2.FleetProfile | None:
+        data = await self._redis.get(schema.pool_key(pool, "fleet_profile"))
+        return None if data is None else cluster_pb2.FleetProfile.FromString(blob(data))
+
 
 class RedisLeaseStore(LeaseStore):
     def __init__(self, client: aioredis.Redis) -> None:

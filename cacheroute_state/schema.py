@@ -17,6 +17,8 @@ share a Redis Cluster slot and a Lua script may touch them together.
 | ``cr:{pool}:traffic`` | stream | field ``r`` = serialized ``TrafficReport`` (≈ 10,000 kept) |
 | ``cr:{pool}:trace`` | stream | field ``s`` = serialized ``SampledRequest`` (≈ 100,000 kept) |
 | ``cr:{pool}:rates`` | string | the rate estimator's last state (control plane restarts) |
+| ``cr:{pool}:fleet_windows`` | list | serialized ``FleetWindow``, oldest first (the last N kept) |
+| ``cr:{pool}:fleet_profile`` | string | serialized ``FleetProfile`` (fitted from those windows) |
 | ``cr:{pool}:auto`` | string | serialized ``AutoMode`` (automatic mode on/off, last decision) |
 | ``cr:{pool}:guard`` | string | serialized ``GuardState`` (the live guard's watch and verdict) |
 | ``cr:pools`` | set | pool names |

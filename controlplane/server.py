@@ -30,6 +30,8 @@ from cacheroute_state import Stores, open_stores
 from cacheroute_state.embedded import EmbeddedRedis, EmbeddedRedisError
 from cacheroute_state.interfaces import CorruptRecordError, StoreUnavailableError
 from cacheroute_state.urls import redacted
+from controlplane.cluster.fleet_windows import TICK_S as FLEET_TICK_S
+from controlplane.cluster.fleet_windows import FleetWindowRecorder
 from controlplane.cluster.key_rate_tracker import RateTracker
 from controlplane.cluster.leader import LeaderElector
 from controlplane.cluster.loads import LoadPublisher
@@ -298,6 +300,8 @@ class ControlPlane:
             "loads", cfg.load_publish_interval_s, lambda t: publisher.publish_all(t, self.clock())
         )
         self._spawn("rates", cfg.rate_update_interval_s, tracker.update)
+        recorder = FleetWindowRecorder(stores, self.ttft)  # the fleet profile's observations
+        self._spawn("fleet-windows", FLEET_TICK_S, lambda _t: recorder.tick_all(self.clock()))
         if cfg.plan_interval_s > 0:
             self._spawn("planner", cfg.plan_interval_s, self._plan_all)
         guard = self.guard

@@ -14,9 +14,11 @@ closed-form (it is clamped at 0); the factor with the smallest error wins. Fit q
 root-mean-square relative error of the quantiles, stored with the profile so a gate can refuse
 to judge on a poor fit.
 
-Pure: the simulator only (no store, no clock). Not yet wired into the control plane: the
-plumbing that collects Flat-LB windows from live telemetry and the ``cachectl profile`` commands
-are future work (issue 24).
+Pure: the simulator only (no store, no clock). The control plane feeds it: the leader records
+Flat-LB windows from the agents' histograms (:mod:`controlplane.cluster.fleet_windows`),
+``cachectl profile fit`` fits and stores the profile (:mod:`controlplane.lifecycle.fleet_profile`)
+and the shadow gate judges with it within the fit-quality bound
+(:mod:`controlplane.lifecycle.fitted_profile`); docs/components/controlplane.md.
 """
 
 from __future__ import annotations

@@ -133,6 +133,30 @@ class MemoryTelemetryStore(TelemetryStore):
         self._s.check()
         return self._s.strings.get(schema.pool_key(pool, "rates"))
 
+    async def add_fleet_window(self, window: cluster_pb2.FleetWindow, keep: int) -> None:
+        log = self._fleet_log(window.pool)
+        log.windows.append(window)
+        del log.windows[: max(0, len(log.windows) - max(1, keep))]
+        self._s.strings[schema.pool_key(window.pool, "fleet_windows")] = log.SerializeToString()
+
+    async def read_fleet_windows(self, pool: str) -> list[cluster_pb2.FleetWindow]:
+        return list(self._fleet_log(pool).windows)
+
+    def _fleet_log(self, pool: str) -> cluster_pb2.FleetWindowLog:
+        self._s.check()
+        data = self._s.strings.get(schema.pool_key(pool, "fleet_windows"), b"")
+        return cluster_pb2.FleetWindowLog.FromString(data)
+
+    async def put_fleet_profile(self, profile: cluster_pb2.FleetProfile) -> None:
+        self._s.check()
+        key = schema.pool_key(profile.pool, "fleet_profile")
+        self._s.strings[key] = profile.SerializeToString()
+
+    async def get_fleet_profile(self, pool: str) -> cluster_pb2.FleetProfile | None:
+        self._s.check()
+        data = self._s.strings.get(schema.pool_key(pool, "fleet_profile"))
+        return None if data is None else cluster_pb2.FleetProfile.FromString(data)
+
 
 class MemoryLeaseStore(LeaseStore):
     """Leases expire by the state's clock, as Redis TTLs expire by Redis' own."""

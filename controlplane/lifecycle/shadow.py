@@ -16,6 +16,11 @@ operator's ``--shadow-inconclusive`` rule (:mod:`controlplane.lifecycle.verdict_
 pool reaches the minimum because the routers' sampling rate rises when traffic is thin
 (``--sample-floor``, :mod:`dataplane.sampler`). A trace file has no minimum (the operator chose
 its length). The verdict records the profile that judged it and the number of requests.
+
+**Which profile.** The one the request names (``--profile``); without one, the pool's fleet
+profile fitted from its own telemetry (``cachectl profile fit``) when its fit quality is within
+the documented bound; else the built-in 70B testbed. The verdict's ``profile`` names it
+(``fitted:<pool>@<time>`` for a fitted one).
 """
 
 from __future__ import annotations
@@ -28,9 +33,10 @@ from dataclasses import dataclass
 from cacheroute.v1 import admin_pb2, cluster_pb2, table_pb2
 from cacheroute_state import Stores
 from controlplane.errors import InvalidArgumentError, PreconditionError
+from controlplane.lifecycle.fitted_profile import gate_profile
 from controlplane.lifecycle.plans import read_plan
 from dataplane.core.table_codec import decode_table
-from sim.engine_model import LLAMA_70B, UnknownProfileError, get_profile
+from sim.engine_model import LLAMA_70B, EngineProfile, UnknownProfileError, get_profile
 from sim.shadow_replay import ShadowError, ShadowSettings, report, shadow
 from sim.types import BLOCK_TOKENS, SimRequest
 from sim.workloads.registry import make_workload
@@ -125,6 +131,20 @@ async def load_stream(
     return requests, f"{len(requests)} sampled requests of the last {minutes} minutes"
 
 
+async def judging_profile(stores: Stores, pool: str, named: str) -> EngineProfile:
+    """The profile a replay runs on: the one named, else the pool's fitted fleet profile when
+    its fit is within the bound (:mod:`controlplane.lifecycle.fleet_profile`), else the
+    built-in 70B testbed."""
+    if not named:
+        fitted = await gate_profile(stores, pool)
+        if fitted is not None:
+            return fitted
+    try:
+        return get_profile(named or LLAMA_70B.name)
+    except UnknownProfileError as exc:
+        raise InvalidArgumentError(f"profile: {exc}") from None
+
+
 def inconclusive(
     samples: int, minimum: int, *, actor: str, source: str, profile: str, now_ms: int
 ) -> table_pb2.ShadowVerdict:
@@ -183,10 +203,7 @@ async def shadow_plan(
     check_request_bounds(request)
     pool = request.pool or "default"
     meta, data = await read_plan(stores, pool, request.version)
-    try:
-        profile = get_profile(request.profile or LLAMA_70B.name)
-    except UnknownProfileError as exc:
-        raise InvalidArgumentError(f"profile: {exc}") from None
+    profile = await judging_profile(stores, meta.pool, request.profile)
     table = await asyncio.to_thread(decode_table, data, verify_hash=False)
     budget = budget or ShadowBudget()
     requests, source = await load_stream(stores, meta.pool, request, now_ms, budget.recent_minutes)

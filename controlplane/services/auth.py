@@ -11,11 +11,12 @@ needs ``authorization: Bearer TOKEN`` metadata, checked before the request is ev
 (:mod:`servekit.rpc_guard`), or with mTLS a client certificate whose common
 name or a subject-alternative name equals an entry's ``subject``; otherwise UNAUTHENTICATED.
 Roles (:func:`required_role`): ``read`` lists and shows (ListPlans, GetPlan, DiffPlans, GetStatus,
-ListAudit, ListNodes, reflection); ``write`` may also build, import, shadow, roll out, roll back,
-add, remove and drain (every other admin method, including ones added later); ``agent`` may only
-stream ``AgentService.Connect``, which no other role may. A known caller in the wrong role gets
-PERMISSION_DENIED. The authenticated name is what the audit records (:func:`caller_name`) and
-the identity an agent's nodes are bound to; a client-supplied actor is ignored then.
+ListAudit, GetProfile, ListNodes, reflection); ``write`` may also build, import, shadow, fit a
+profile, roll out, roll back, add, remove and drain (every other admin method, including ones
+added later); ``agent`` may only stream ``AgentService.Connect``, which no other role may. A
+known caller in the wrong role gets PERMISSION_DENIED. The authenticated name is what the audit
+records (:func:`caller_name`) and the identity an agent's nodes are bound to; a client-supplied
+actor is ignored then.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ READ_METHODS = frozenset(
         "/cacheroute.v1.PlanService/DiffPlans",
         "/cacheroute.v1.PlanService/GetStatus",
         "/cacheroute.v1.PlanService/ListAudit",
+        "/cacheroute.v1.PlanService/GetProfile",
         "/cacheroute.v1.NodeService/ListNodes",
         "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
         "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",

@@ -15,6 +15,11 @@ from controlplane.cluster.nodes import Liveness
 from controlplane.core.plan_diff import diff_plans
 from controlplane.lifecycle.audit import list_audit
 from controlplane.lifecycle.auto_mode import set_auto_mode
+from controlplane.lifecycle.fleet_profile import (
+    DEFAULT_MAX_REQUESTS,
+    fit_profile,
+    get_profile_status,
+)
 from controlplane.lifecycle.live_plan import BuildRequest, PlanDefaults, build_live_plan
 from controlplane.lifecycle.plans import (
     disable,
@@ -152,6 +157,22 @@ class PlanServicer(admin_pb2_grpc.PlanServiceServicer):
         return await shadow_plan(
             self._stores, request, actor=actor, now_ms=self._clock(), budget=self._budget
         )
+
+    @rpc
+    async def FitProfile(  # noqa: N802
+        self, request: admin_pb2.FitProfileRequest, context: Context
+    ) -> cluster_pb2.FleetProfile:
+        actor = actor_of(request.actor, context)
+        return await fit_profile(
+            self._stores, request, actor=actor, now_ms=self._clock(),
+            max_requests=min(self._budget.max_requests, DEFAULT_MAX_REQUESTS),
+        )  # fmt: skip
+
+    @rpc
+    async def GetProfile(  # noqa: N802
+        self, request: admin_pb2.GetProfileRequest, context: Context
+    ) -> admin_pb2.GetProfileResponse:
+        return await get_profile_status(self._stores, request)
 
     @rpc
     async def Rollout(  # noqa: N802

@@ -1143,3 +1143,83 @@ class SetDrainingRequest(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___SetDrainingRequest: _TypeAlias = SetDrainingRequest  # noqa: Y015
+
+@_typing.final
+class FitProfileRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    POOL_FIELD_NUMBER: _builtins.int
+    BASE_FIELD_NUMBER: _builtins.int
+    ACTOR_FIELD_NUMBER: _builtins.int
+    pool: _builtins.str
+    base: _builtins.str
+    """The built-in profile to scale (empty: the shadow replay's default, llama-3.3-70b-fp8-tp2-h100)."""
+    actor: _builtins.str
+    def __init__(
+        self,
+        *,
+        pool: _builtins.str = ...,
+        base: _builtins.str = ...,
+        actor: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["actor", b"actor", "base", b"base", "pool", b"pool"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___FitProfileRequest: _TypeAlias = FitProfileRequest  # noqa: Y015
+
+@_typing.final
+class GetProfileRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    POOL_FIELD_NUMBER: _builtins.int
+    pool: _builtins.str
+    def __init__(
+        self,
+        *,
+        pool: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["pool", b"pool"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetProfileRequest: _TypeAlias = GetProfileRequest  # noqa: Y015
+
+@_typing.final
+class GetProfileResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROFILE_FIELD_NUMBER: _builtins.int
+    WINDOWS_FIELD_NUMBER: _builtins.int
+    USED_BY_GATE_FIELD_NUMBER: _builtins.int
+    MAX_RMS_RELATIVE_ERROR_FIELD_NUMBER: _builtins.int
+    used_by_gate: _builtins.bool
+    """Whether the shadow gate judges with it: fitted and within the fit-quality bound."""
+    max_rms_relative_error: _builtins.float
+    @_builtins.property
+    def profile(self) -> _cluster_pb2.FleetProfile:
+        """Unset (fitted_at_unix_ms 0) when none was fitted."""
+
+    @_builtins.property
+    def windows(self) -> _containers.RepeatedCompositeFieldContainer[_cluster_pb2.FleetWindow]:
+        """The stored Flat-LB windows, oldest first."""
+
+    def __init__(
+        self,
+        *,
+        profile: _cluster_pb2.FleetProfile | None = ...,
+        windows: _abc.Iterable[_cluster_pb2.FleetWindow] | None = ...,
+        used_by_gate: _builtins.bool = ...,
+        max_rms_relative_error: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["profile", b"profile"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["max_rms_relative_error", b"max_rms_relative_error", "profile", b"profile", "used_by_gate", b"used_by_gate", "windows", b"windows"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetProfileResponse: _TypeAlias = GetProfileResponse  # noqa: Y015

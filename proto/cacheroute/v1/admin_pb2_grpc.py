@@ -101,6 +101,16 @@ class PlanServiceStub:
                 request_serializer=cacheroute_dot_v1_dot_admin__pb2.PrunePlansRequest.SerializeToString,
                 response_deserializer=cacheroute_dot_v1_dot_admin__pb2.PrunePlansResponse.FromString,
                 _registered_method=True)
+        self.FitProfile = channel.unary_unary(
+                '/cacheroute.v1.PlanService/FitProfile',
+                request_serializer=cacheroute_dot_v1_dot_admin__pb2.FitProfileRequest.SerializeToString,
+                response_deserializer=cacheroute_dot_v1_dot_cluster__pb2.FleetProfile.FromString,
+                _registered_method=True)
+        self.GetProfile = channel.unary_unary(
+                '/cacheroute.v1.PlanService/GetProfile',
+                request_serializer=cacheroute_dot_v1_dot_admin__pb2.GetProfileRequest.SerializeToString,
+                response_deserializer=cacheroute_dot_v1_dot_admin__pb2.GetProfileResponse.FromString,
+                _registered_method=True)
 
 
 class PlanServiceServicer:
@@ -197,6 +207,21 @@ class PlanServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def FitProfile(self, request, context):
+        """Fit an engine profile to the pool's stored Flat-LB windows and sampled trace, store it
+        (write role). FAILED_PRECONDITION with too few windows or no sampled requests.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetProfile(self, request, context):
+        """The pool's fitted profile (empty when none) and the windows collected (read role).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_PlanServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -264,6 +289,16 @@ def add_PlanServiceServicer_to_server(servicer, server):
                     servicer.PrunePlans,
                     request_deserializer=cacheroute_dot_v1_dot_admin__pb2.PrunePlansRequest.FromString,
                     response_serializer=cacheroute_dot_v1_dot_admin__pb2.PrunePlansResponse.SerializeToString,
+            ),
+            'FitProfile': grpc.unary_unary_rpc_method_handler(
+                    servicer.FitProfile,
+                    request_deserializer=cacheroute_dot_v1_dot_admin__pb2.FitProfileRequest.FromString,
+                    response_serializer=cacheroute_dot_v1_dot_cluster__pb2.FleetProfile.SerializeToString,
+            ),
+            'GetProfile': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetProfile,
+                    request_deserializer=cacheroute_dot_v1_dot_admin__pb2.GetProfileRequest.FromString,
+                    response_serializer=cacheroute_dot_v1_dot_admin__pb2.GetProfileResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -617,6 +652,60 @@ class PlanService:
             '/cacheroute.v1.PlanService/PrunePlans',
             cacheroute_dot_v1_dot_admin__pb2.PrunePlansRequest.SerializeToString,
             cacheroute_dot_v1_dot_admin__pb2.PrunePlansResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FitProfile(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cacheroute.v1.PlanService/FitProfile',
+            cacheroute_dot_v1_dot_admin__pb2.FitProfileRequest.SerializeToString,
+            cacheroute_dot_v1_dot_cluster__pb2.FleetProfile.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetProfile(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cacheroute.v1.PlanService/GetProfile',
+            cacheroute_dot_v1_dot_admin__pb2.GetProfileRequest.SerializeToString,
+            cacheroute_dot_v1_dot_admin__pb2.GetProfileResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -65,6 +65,12 @@ class PlanServiceStub:
     """Delete stored versions beyond the newest `keep`, never the active one, the rollback target
     or a version the live guard watches (controlplane/lifecycle/retention.py); audited.
     """
+    FitProfile: _grpc.UnaryUnaryMultiCallable[_admin_pb2.FitProfileRequest, _cluster_pb2.FleetProfile]
+    """Fit an engine profile to the pool's stored Flat-LB windows and sampled trace, store it
+    (write role). FAILED_PRECONDITION with too few windows or no sampled requests.
+    """
+    GetProfile: _grpc.UnaryUnaryMultiCallable[_admin_pb2.GetProfileRequest, _admin_pb2.GetProfileResponse]
+    """The pool's fitted profile (empty when none) and the windows collected (read role)."""
 
 @_typing.type_check_only
 class PlanServiceAsyncStub(PlanServiceStub):
@@ -99,6 +105,12 @@ class PlanServiceAsyncStub(PlanServiceStub):
     """Delete stored versions beyond the newest `keep`, never the active one, the rollback target
     or a version the live guard watches (controlplane/lifecycle/retention.py); audited.
     """
+    FitProfile: _aio.UnaryUnaryMultiCallable[_admin_pb2.FitProfileRequest, _cluster_pb2.FleetProfile]  # type: ignore[assignment]
+    """Fit an engine profile to the pool's stored Flat-LB windows and sampled trace, store it
+    (write role). FAILED_PRECONDITION with too few windows or no sampled requests.
+    """
+    GetProfile: _aio.UnaryUnaryMultiCallable[_admin_pb2.GetProfileRequest, _admin_pb2.GetProfileResponse]  # type: ignore[assignment]
+    """The pool's fitted profile (empty when none) and the windows collected (read role)."""
 
 class PlanServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -208,6 +220,24 @@ class PlanServiceServicer(metaclass=_abc_1.ABCMeta):
         """Delete stored versions beyond the newest `keep`, never the active one, the rollback target
         or a version the live guard watches (controlplane/lifecycle/retention.py); audited.
         """
+
+    @_abc_1.abstractmethod
+    def FitProfile(
+        self,
+        request: _admin_pb2.FitProfileRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_cluster_pb2.FleetProfile, _abc.Awaitable[_cluster_pb2.FleetProfile]]:
+        """Fit an engine profile to the pool's stored Flat-LB windows and sampled trace, store it
+        (write role). FAILED_PRECONDITION with too few windows or no sampled requests.
+        """
+
+    @_abc_1.abstractmethod
+    def GetProfile(
+        self,
+        request: _admin_pb2.GetProfileRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_pb2.GetProfileResponse, _abc.Awaitable[_admin_pb2.GetProfileResponse]]:
+        """The pool's fitted profile (empty when none) and the windows collected (read role)."""
 
 def add_PlanServiceServicer_to_server(servicer: PlanServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
 

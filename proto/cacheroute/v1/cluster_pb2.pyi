@@ -561,3 +561,133 @@ class GuardState(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GuardState: _TypeAlias = GuardState  # noqa: Y015
+
+@_typing.final
+class FleetWindow(_message.Message):
+    """One Flat-LB window of a pool (cr:{pool}:fleet_windows, the last few kept): the rate its engines
+    served (first tokens per second, from the agents' TTFT histograms) and the pool's TTFT
+    quantiles over the window, recorded by the leader only while the pool had no active plan
+    (controlplane/cluster/fleet_windows.py). The observations a fleet profile is fitted to.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    POOL_FIELD_NUMBER: _builtins.int
+    START_UNIX_MS_FIELD_NUMBER: _builtins.int
+    END_UNIX_MS_FIELD_NUMBER: _builtins.int
+    QPS_FIELD_NUMBER: _builtins.int
+    TTFT_P50_S_FIELD_NUMBER: _builtins.int
+    TTFT_P99_S_FIELD_NUMBER: _builtins.int
+    SAMPLES_FIELD_NUMBER: _builtins.int
+    NODES_FIELD_NUMBER: _builtins.int
+    pool: _builtins.str
+    start_unix_ms: _builtins.int
+    end_unix_ms: _builtins.int
+    qps: _builtins.float
+    ttft_p50_s: _builtins.float
+    ttft_p99_s: _builtins.float
+    samples: _builtins.float
+    """TTFT observations in the window, over the pool's nodes"""
+    nodes: _builtins.int
+    """nodes that contributed"""
+    def __init__(
+        self,
+        *,
+        pool: _builtins.str = ...,
+        start_unix_ms: _builtins.int = ...,
+        end_unix_ms: _builtins.int = ...,
+        qps: _builtins.float = ...,
+        ttft_p50_s: _builtins.float = ...,
+        ttft_p99_s: _builtins.float = ...,
+        samples: _builtins.float = ...,
+        nodes: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["end_unix_ms", b"end_unix_ms", "nodes", b"nodes", "pool", b"pool", "qps", b"qps", "samples", b"samples", "start_unix_ms", b"start_unix_ms", "ttft_p50_s", b"ttft_p50_s", "ttft_p99_s", b"ttft_p99_s"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___FleetWindow: _TypeAlias = FleetWindow  # noqa: Y015
+
+@_typing.final
+class FleetWindowLog(_message.Message):
+    """The in-memory twin keeps a pool's windows as one record of this shape."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WINDOWS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def windows(self) -> _containers.RepeatedCompositeFieldContainer[Global___FleetWindow]: ...
+    def __init__(
+        self,
+        *,
+        windows: _abc.Iterable[Global___FleetWindow] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["windows", b"windows"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___FleetWindowLog: _TypeAlias = FleetWindowLog  # noqa: Y015
+
+@_typing.final
+class FleetProfile(_message.Message):
+    """An engine profile fitted to a pool's own Flat-LB windows (cr:{pool}:fleet_profile): the base
+    profile with every step-time coefficient times `factor` plus `offset_ms` on TTFT
+    (sim/fleet_fit.py; controlplane/lifecycle/fleet_profile.py).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    POOL_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    BASE_FIELD_NUMBER: _builtins.int
+    FACTOR_FIELD_NUMBER: _builtins.int
+    OFFSET_MS_FIELD_NUMBER: _builtins.int
+    RMS_RELATIVE_ERROR_FIELD_NUMBER: _builtins.int
+    WINDOWS_FIELD_NUMBER: _builtins.int
+    FITTED_AT_UNIX_MS_FIELD_NUMBER: _builtins.int
+    FITTED_BY_FIELD_NUMBER: _builtins.int
+    NODES_FIELD_NUMBER: _builtins.int
+    SAMPLES_FIELD_NUMBER: _builtins.int
+    pool: _builtins.str
+    name: _builtins.str
+    """"fitted:<pool>@<fitted_at, UTC>", what a verdict records"""
+    base: _builtins.str
+    """the built-in profile it scales"""
+    factor: _builtins.float
+    offset_ms: _builtins.float
+    rms_relative_error: _builtins.float
+    """fit quality over the windows' p50 and p99"""
+    windows: _builtins.int
+    """windows used"""
+    fitted_at_unix_ms: _builtins.int
+    fitted_by: _builtins.str
+    nodes: _builtins.int
+    """the pool's node count the fit simulated"""
+    samples: _builtins.int
+    """sampled requests the fit replayed"""
+    def __init__(
+        self,
+        *,
+        pool: _builtins.str = ...,
+        name: _builtins.str = ...,
+        base: _builtins.str = ...,
+        factor: _builtins.float = ...,
+        offset_ms: _builtins.float = ...,
+        rms_relative_error: _builtins.float = ...,
+        windows: _builtins.int = ...,
+        fitted_at_unix_ms: _builtins.int = ...,
+        fitted_by: _builtins.str = ...,
+        nodes: _builtins.int = ...,
+        samples: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["base", b"base", "factor", b"factor", "fitted_at_unix_ms", b"fitted_at_unix_ms", "fitted_by", b"fitted_by", "name", b"name", "nodes", b"nodes", "offset_ms", b"offset_ms", "pool", b"pool", "rms_relative_error", b"rms_relative_error", "samples", b"samples", "windows", b"windows"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___FleetProfile: _TypeAlias = FleetProfile  # noqa: Y015
