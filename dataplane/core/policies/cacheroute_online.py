@@ -1,0 +1,135 @@
+"""CacheRoute with a bounded, session-aware online step (issue 22): the plan, corrected live.
+
+The paper's dispatch (:mod:`.cacheroute`) never moves a warm key off its destination set, so when
+60-second rate estimates misjudge a key its few replicas saturate together (the public-H100
+cliff). This policy keeps the plan and adds three stateless rules, all under one load bound,
+``bound = ceil((1 + epsilon) * (total + 1) / n)`` over the eligible nodes (the CHWBL bound,
+:func:`.chwbl.load_bound`; loads are the view's: snapshot + this router's in-flight decisions):
+
+1. **Session.** A request whose valid session token named node ``s`` (``Request.session``; the
+   router validated pool and table generation) goes to ``s`` while it is eligible and
+   ``load[s] + 1 <= bound``: a conversation stays on the node holding its history.
+2. **Warm.** Else a warm key goes to the least-loaded eligible member of its set (as
+   ``cacheroute``) if that member is within the bound.
+3. **Spill.** Else walk the key's consistent-hash ring (:mod:`.ring`, the one key hash) and
+   collect the first ``spread`` eligible nodes within the bound; pick one of them by
+   ``splitmix64(flow ^ key_hash) % len``, where ``flow`` hashes the conversation (or request).
+   Routers that read the same snapshot then send different conversations to different ring
+   nodes instead of all to the first (herding), while one conversation keeps one spill target.
+   If no node is within the bound (possible only with fractional loads), the least-loaded
+   eligible node.
+
+Cold keys (not in the table) go by ``tail``: ``"p2c"`` (power-of-two choices, the paper's) or
+``"chwbl"`` (the ring home within the bound, else the spill rule above). A warm key whose members
+are all ineligible, and every key without a table, take the tail too.
+
+With ``tail="chwbl"`` every decision is a deterministic function of (table, load view, request):
+two routers given the same inputs decide the same. With ``"p2c"`` only tail decisions draw from
+``self.rng``. Defaults (``EPSILON``, ``SPREAD``, ``TAIL``) were chosen on tuning seeds 2-3 only;
+docs/results.md §5 says how.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from dataplane.core.load_view import LoadView, NoEligibleNodeError
+from dataplane.core.policies.base import (
+    Decision,
+    Policy,
+    Reason,
+    Request,
+    least_loaded,
+    power_of_two,
+)
+from dataplane.core.policies.chwbl import load_bound
+from dataplane.core.policies.ring import VNODES, Ring, ring_for, splitmix64
+
+EPSILON = 0.75
+SPREAD = 2
+TAIL = "p2c"
+TAILS = ("p2c", "chwbl")
+
+_new = tuple.__new__
+
+
+class CacheRouteOnlinePolicy(Policy):
+    name = "cacheroute_online"
+    placement = "lpt"
+    needs_session = True
+
+    def __init__(
+        self,
+        *,
+        seed: int = 0,
+        epsilon: float = EPSILON,
+        spread: int = SPREAD,
+        tail: str = TAIL,
+        vnodes: int = VNODES,
+    ) -> None:
+        super().__init__(seed=seed)
+        if not (math.isfinite(epsilon) and epsilon >= 0):
+            raise ValueError(f"epsilon must be a finite number >= 0, got {epsilon}")
+        if spread < 1:
+            raise ValueError(f"spread must be >= 1, got {spread}")
+        if tail not in TAILS:
+            raise ValueError(f"tail must be one of {', '.join(TAILS)}, got {tail!r}")
+        self.epsilon = epsilon
+        self.spread = spread
+        self.tail = tail
+        self.vnodes = vnodes
+        self._ring: Ring | None = None
+
+    def choose(self, request: Request, view: LoadView) -> Decision:
+        bound = load_bound(view, self.epsilon)
+        loads = view.loads
+        session = request.session
+        if session >= 0 and loads[session] + 1.0 <= bound and view.is_eligible(session):
+            return _new(Decision, (session, Reason.SESSION))
+        table = view.table
+        members = None if table is None else table.members(request.key_hash)
+        if members is None:
+            return self._tail(request, view, bound, Reason.NO_TABLE if table is None else None)
+        if view.all_eligible and -1 not in members:
+            eligible: Sequence[int] = members
+        else:
+            eligible = [m for m in members if view.is_eligible(m)]
+            if not eligible:
+                return self._tail(request, view, bound, Reason.FALLBACK_UNHEALTHY)
+        best = (
+            eligible[0] if len(eligible) == 1 else least_loaded(view, eligible, request.key_hash)
+        )
+        if loads[best] + 1.0 <= bound:
+            return _new(Decision, (best, Reason.WARM))
+        return Decision(self._spill(request, view, bound), Reason.SPILL)
+
+    def _tail(self, request: Request, view: LoadView, bound: int, why: Reason | None) -> Decision:
+        if self.tail == "p2c":
+            return Decision(power_of_two(view, self.rng), why or Reason.TAIL)
+        ring = self._ring = ring_for(self._ring, view.nodes, self.vnodes)
+        home = ring.first_eligible(request.key_hash, view.healthy, view.draining)
+        if view.loads[home] + 1.0 <= bound:
+            return Decision(home, why or Reason.RING)
+        return Decision(self._spill(request, view, bound), why or Reason.RING_SPILL)
+
+    def _spill(self, request: Request, view: LoadView, bound: int) -> int:
+        """One of the first ``spread`` eligible ring nodes within the bound, by the flow's hash."""
+        eligible = view.eligible_nodes
+        if not eligible:
+            raise NoEligibleNodeError("no healthy, undrained node")
+        ring = self._ring = ring_for(self._ring, view.nodes, self.vnodes)
+        loads, healthy, draining = view.loads, view.healthy, view.draining
+        limit = bound - 1.0
+        spread = self.spread
+        found: list[int] = []
+        for node in ring.walk(request.key_hash):
+            if loads[node] <= limit and healthy[node] and not draining[node]:
+                found.append(node)
+                if len(found) == spread:
+                    break
+        if not found:
+            return least_loaded(view, eligible, request.key_hash)
+        if len(found) == 1:
+            return found[0]
+        return found[splitmix64(request.flow ^ request.key_hash) % len(found)]
