@@ -4,9 +4,10 @@
 
 Stages (each a small grid on the rungs that decide the comparison; one process, ``--jobs 1``):
 
-* ``eps``: epsilon x spread on paper-testbed (140/160/180 QPS) and the public H100 profile
-  (800/900/1000 QPS), one router;
-* ``routers16``: spread at 16 routers on paper-testbed (140/160/180);
+* ``eps``: six (epsilon, spread) pairs on paper-testbed (140/160/180 QPS), one router;
+* ``public``: epsilon (spread 2) on the public H100 profile (900/1000 QPS: 800 passes for the
+  paper's policy already), one router;
+* ``routers16``: spread at 16 routers on paper-testbed (140/160);
 * ``tail``: the cold tail (p2c vs chwbl) at top-K256 on paper-testbed (140/160/180).
 
 Every run's p99 TTFT is written to OUT.json as it finishes (a stopped session keeps what ran).
@@ -40,29 +41,34 @@ def settings(profile: str, q_cap: float, **extra: Any) -> RunSettings:
     )  # fmt: skip
 
 
-def stages(names: list[str]) -> list[tuple[str, str, int, tuple[float, ...], dict[str, Any], dict[str, Any]]]:
+Config = tuple[str, str, int, tuple[float, ...], dict[str, Any], dict[str, Any]]
+
+
+def stages(names: list[str]) -> list[Config]:
     """(stage, profile, top_k, ladder, params, settings extras) per configuration."""
-    out = []
+    out: list[Config] = []
     testbed, public = "paper-testbed", "llama-3.3-70b-fp8-tp2-h100"
     if "eps" in names:
+        for eps, spread in ((0.5, 1), (0.5, 2), (0.75, 1), (0.75, 2), (0.75, 4), (1.0, 2)):
+            p = {"epsilon": eps, "spread": spread}
+            out.append(("eps", testbed, 128, (140.0, 160.0, 180.0), p, {}))
+    if "public" in names:
         for eps in (0.5, 0.75, 1.0):
-            for spread in (1, 2, 4):
-                p = {"epsilon": eps, "spread": spread}
-                out.append(("eps", testbed, 128, (140.0, 160.0, 180.0), p, {}))
-                out.append(("eps", public, 128, (800.0, 900.0, 1000.0), p, {}))
+            p = {"epsilon": eps, "spread": 2}
+            out.append(("public", public, 128, (900.0, 1000.0), p, {}))
     if "routers16" in names:
         for spread in (1, 2, 4):
             p = {"spread": spread}
-            out.append(("routers16", testbed, 128, (140.0, 160.0, 180.0), p, {"routers": 16}))
+            out.append(("routers16", testbed, 128, (140.0, 160.0), p, {"routers": 16}))
     if "tail" in names:
-        for tail in ("p2c", "chwbl"):
-            out.append(("tail", testbed, 256, (140.0, 160.0, 180.0), {"tail": tail}, {}))
+        ladder = (140.0, 160.0, 180.0)
+        out.extend(("tail", testbed, 256, ladder, {"tail": t}, {}) for t in ("p2c", "chwbl"))
     return out
 
 
 def main() -> int:
     out = Path(sys.argv[1])
-    names = sys.argv[2:] or ["eps", "routers16", "tail"]
+    names = sys.argv[2:] or ["eps", "public", "routers16", "tail"]
     base = dict(calibrated_paper_options())
     done: list[dict[str, Any]] = json.loads(out.read_text())["runs"] if out.exists() else []
     seen = {(r["stage"], json.dumps(r["params"], sort_keys=True), r["profile"], r["routers"],
@@ -70,7 +76,8 @@ def main() -> int:
     workloads: dict[int, Any] = {}
     for stage, profile, top_k, ladder, params, extra in stages(names):
         workload = workloads.get(top_k) or workloads.setdefault(
-            top_k, make_workload("paper", **(base | {"top_k": top_k})))
+            top_k, make_workload("paper", **(base | {"top_k": top_k}))
+        )
         q_cap = Q_CAP["k256"] if top_k == 256 else Q_CAP[profile]
         run = replace(settings(profile, q_cap, **extra), policy_params={POLICY: params})
         routers = extra.get("routers", 1)

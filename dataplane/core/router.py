@@ -29,6 +29,7 @@ from dataplane.core.names import DEFAULT_POOL, POOL_PATTERN
 from dataplane.core.outliers import OutlierConfig, OutlierDetector, apply_ejections
 from dataplane.core.policies import Policy, Reason, Request, make_policy
 from dataplane.core.route_input import RouteInput
+from dataplane.core.session_token import Ignored, SessionTokens
 from dataplane.core.table import RoutingTable
 
 
@@ -45,19 +46,23 @@ class NoDestinationError(RouteError):
 
 
 class RouteOutcome(NamedTuple):
-    """A decision as the caller sees it: where to go, why, and by which table."""
+    """A decision as the caller sees it: where to go, why, by which table, and the session
+    token that names this node under this table (:mod:`dataplane.core.session_token`)."""
 
     node_id: str
     address: str
     reason: Reason
     version: str
     generation: int
+    session_token: str = ""
 
 
 class DecisionMetrics(Protocol):
     """Per-pool decision counters (:mod:`dataplane.router_metrics`); a no-op one for benchmarks."""
 
     def decided(self, reason: Reason, seconds: float) -> None: ...
+
+    def token_ignored(self, why: Ignored) -> None: ...
 
 
 class SampleSink(Protocol):
@@ -70,6 +75,9 @@ class SampleSink(Protocol):
 
 class _NoMetrics:
     def decided(self, reason: Reason, seconds: float) -> None:
+        pass
+
+    def token_ignored(self, why: Ignored) -> None:
         pass
 
 
@@ -94,8 +102,10 @@ class PoolState:
         "table_applied_at",
         "table_generation",
         "table_version",
+        "tokens",
         "traffic",
         "uses_blocks",
+        "uses_session",
         "view",
     )
 
@@ -113,6 +123,10 @@ class PoolState:
         # Only policies that declare it read prefix blocks; for the others the router skips
         # hashing the prompt.
         self.uses_blocks = policy.needs_blocks
+        self.uses_session = policy.needs_session
+        # The valid session tokens under the current membership and generation (built on first
+        # use, dropped with ``outcomes``).
+        self.tokens: SessionTokens | None = None
         self.view = view
         # (node, reason) → its RouteOutcome under the current table and membership: every field is
         # fixed by those, so a decision reuses one instead of building a tuple (cleared on change).
@@ -131,6 +145,16 @@ class PoolState:
         if len(self.view.nodes) == 0:
             return f"pool {self.name!r} has no destinations yet"
         return f"pool {self.name!r} has no healthy, undrained destination"
+
+
+def _tokens(state: PoolState) -> SessionTokens:
+    """The pool's valid session tokens under its current membership and table generation."""
+    tokens = state.tokens
+    if tokens is None:
+        tokens = state.tokens = SessionTokens(
+            state.name, state.view.nodes.ids, state.table_generation
+        )
+    return tokens
 
 
 class Router:
@@ -231,7 +255,11 @@ class Router:
     def _decide(self, state: PoolState, inp: RouteInput, now: float, counted: bool) -> RouteOutcome:
         started = time.perf_counter()
         view = state.view
-        request = _new(Request, (inp.key_hash, inp.blocks() if state.uses_blocks else ()))
+        blocks = inp.blocks() if state.uses_blocks else ()
+        if state.uses_session:
+            request = _new(Request, (inp.key_hash, blocks, *self._session(state, inp)))
+        else:
+            request = _new(Request, (inp.key_hash, blocks, -1, 0))
         decision = state.policy.route(request, view, now)
         outcome = state.outcomes.get(decision)
         if outcome is None:
@@ -247,11 +275,26 @@ class Router:
         return outcome
 
     @staticmethod
+    def _session(state: PoolState, inp: RouteInput) -> tuple[int, int]:
+        """(node a valid token names or -1, flow hash of the request id or token)."""
+        message = inp.message
+        token = message.session_token
+        flow_id = inp.request_id or token
+        flow = zlib.crc32(flow_id.encode("utf-8")) if flow_id else 0
+        if not token:
+            return -1, flow
+        found = _tokens(state).node(token)
+        if isinstance(found, Ignored):
+            state.metrics.token_ignored(found)
+            return -1, flow
+        return found, flow
+
+    @staticmethod
     def _outcome(state: PoolState, node: int, reason: Reason) -> RouteOutcome:
         nodes = state.view.nodes
         return RouteOutcome(
             nodes.ids[node], nodes.addresses[node], reason, state.table_version,
-            state.table_generation,
+            state.table_generation, _tokens(state).by_node[node],
         )  # fmt: skip
 
     # -- updates from the watchers --------------------------------------------------------------
@@ -268,6 +311,7 @@ class Router:
         state.table_version = table.version
         state.table_generation = generation
         state.outcomes = {}
+        state.tokens = None
         state.table_applied_at = time.time()
         return previous
 
@@ -279,6 +323,8 @@ class Router:
         state.table = None
         state.table_version = ""
         state.table_generation = generation
+        state.outcomes = {}  # they named the old version and generation
+        state.tokens = None
         state.table_applied_at = time.time()
         return previous
 
@@ -326,6 +372,7 @@ class Router:
             view.forget_loads(old)
         if view is not state.view:
             state.outcomes = {}
+            state.tokens = None
             state.outliers.keep_only(set(ids))
             apply_ejections(state.outliers, view)
         state.view = view

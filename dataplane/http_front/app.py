@@ -39,7 +39,13 @@ from dataplane.http_front.choose import alternate
 from dataplane.http_front.errors import NOT_FOUND, SERVER_ERROR, UNAVAILABLE, FrontError
 from dataplane.http_front.metrics import FrontMetrics
 from dataplane.http_front.proxy import AttemptFailedError, Upstream, base_url, relay
-from dataplane.http_front.request_keys import POOL_HEADER, FrontRequest, KeyRules, front_request
+from dataplane.http_front.request_keys import (
+    POOL_HEADER,
+    SESSION_HEADER,
+    FrontRequest,
+    KeyRules,
+    front_request,
+)
 from dataplane.http_front.request_keys import parse_body as parse_json_body
 from dataplane.passive_health import PassiveHealth
 
@@ -67,6 +73,7 @@ def decision_headers(outcome: RouteOutcome) -> dict[str, str]:
         "x-cacheroute-reason": str(outcome.reason),
         "x-cacheroute-version": outcome.version,
         "x-cacheroute-generation": str(outcome.generation),
+        SESSION_HEADER: outcome.session_token,
     }
 
 
@@ -260,6 +267,7 @@ class HttpFront:
                 "x-cacheroute-node": retry.node_id,
                 "x-cacheroute-retried-from": outcome.node_id,
             }
+            headers.pop(SESSION_HEADER, None)  # it named the failed node
             try:
                 upstream = await self.upstream.attempt(
                     f"{base_url(address)}{path}", raw, request.headers

@@ -10,6 +10,10 @@ Routing key, first that applies:
 
 Pool: the ``x-cacheroute-pool`` header, else the configured model → pool map, else ``default``.
 
+Session: the ``x-session-token`` header (llm-d's convention; the first 512 characters) becomes
+``RouteRequest.session_token``; the response carries the decision's own token in the same header
+(:mod:`dataplane.core.session_token`).
+
 The prompt text is the completion's ``prompt`` or the chat messages rendered ``"<role>:
 <content>\\n"`` each (the simulated engine's rendering, so its prefix blocks and the router's
 agree). Only its first 4,096 UTF-8 bytes are kept: they derive the key and the chained
@@ -28,10 +32,13 @@ from typing import Any
 from cacheroute.v1 import routing_pb2
 from dataplane.core.keys import MAX_PROMPT_BYTES
 from dataplane.core.route_input import InvalidRequestError, RouteInput, parse_request
+from dataplane.core.session_token import MAX_TOKEN
 from dataplane.http_front.errors import bad_request
 
 KEY_HEADER = "x-cacheroute-key"
 POOL_HEADER = "x-cacheroute-pool"
+# llm-d's session header: the response carries the decision's token, the next turn sends it back
+SESSION_HEADER = "x-session-token"
 
 
 @dataclass(frozen=True)
@@ -90,6 +97,7 @@ def front_request(
         model=model,
         cache_salt=salt,
         request_id=request_id,
+        session_token=headers.get(SESSION_HEADER, "")[:MAX_TOKEN],
     )
     try:
         route = parse_request(message)

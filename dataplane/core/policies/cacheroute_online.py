@@ -97,9 +97,7 @@ class CacheRouteOnlinePolicy(Policy):
             eligible = [m for m in members if view.is_eligible(m)]
             if not eligible:
                 return self._tail(request, view, bound, Reason.FALLBACK_UNHEALTHY)
-        best = (
-            eligible[0] if len(eligible) == 1 else least_loaded(view, eligible, request.key_hash)
-        )
+        best = eligible[0] if len(eligible) == 1 else least_loaded(view, eligible, request.key_hash)
         if loads[best] + 1.0 <= bound:
             return _new(Decision, (best, Reason.WARM))
         return Decision(self._spill(request, view, bound), Reason.SPILL)

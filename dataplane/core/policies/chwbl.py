@@ -36,6 +36,8 @@ def load_bound(view: LoadView, epsilon: float) -> int:
     every node is eligible (the usual case: one C call instead of a Python-level map).
     """
     eligible = view.eligible_nodes
+    if not eligible:
+        raise NoEligibleNodeError("no healthy, undrained node")
     loads = view.loads
     total = sum(loads) if view.all_eligible else sum(map(loads.__getitem__, eligible))
     return math.ceil((1.0 + epsilon) * (total + 1.0) / len(eligible))

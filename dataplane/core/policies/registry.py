@@ -20,7 +20,7 @@ from dataplane.core.policies.sticky import StickyPolicy
 
 POLICIES: dict[str, type[Policy]] = {
     cls.name: cls
-    for cls in (  # BASELINES order, then ABLATIONS
+    for cls in (  # BASELINES order, then ABLATIONS, then EXTENSIONS
         FlatPolicy,
         StickyPolicy,
         ChwblPolicy,
@@ -28,9 +28,9 @@ POLICIES: dict[str, type[Policy]] = {
         PreblePolicy,
         SGLangPolicy,
         CacheRoutePolicy,
-        CacheRouteOnlinePolicy,
         AffinityOnlyPolicy,
         ReplicateRandomPolicy,
+        CacheRouteOnlinePolicy,
     )
 }
 
