@@ -50,8 +50,10 @@ EPSILON = 0.75
 SPREAD = 2
 TAIL = "p2c"
 TAILS = ("p2c", "chwbl")
+ORDER_MEMO_LIMIT = 65_536
 
 _new = tuple.__new__
+_ceil = math.ceil
 
 
 class CacheRouteOnlinePolicy(Policy):
@@ -76,14 +78,34 @@ class CacheRouteOnlinePolicy(Policy):
         if tail not in TAILS:
             raise ValueError(f"tail must be one of {', '.join(TAILS)}, got {tail!r}")
         self.epsilon = epsilon
+        self._factor = 1.0 + epsilon
         self.spread = spread
         self.tail = tail
         self.vnodes = vnodes
         self._ring: Ring | None = None
+        # key hash → its ring's distinct nodes in clockwise order, for the ring above (a spilled
+        # key is usually hot, so it spills again: a dict lookup instead of a ring walk)
+        self._orders: dict[int, tuple[int, ...]] = {}
+
+    def _ring_order(self, view: LoadView, key_hash: int) -> tuple[int, ...]:
+        ring = ring_for(self._ring, view.nodes, self.vnodes)
+        if ring is not self._ring:
+            self._ring = ring
+            self._orders = {}
+        orders = self._orders
+        order = orders.get(key_hash)
+        if order is None:
+            if len(orders) >= ORDER_MEMO_LIMIT:
+                orders.clear()
+            order = orders[key_hash] = tuple(ring.walk(key_hash))
+        return order
 
     def choose(self, request: Request, view: LoadView) -> Decision:
-        bound = load_bound(view, self.epsilon)
         loads = view.loads
+        if view.all_eligible:  # load_bound inlined: this is every decision's cost
+            bound = _ceil(self._factor * (sum(loads) + 1.0) / len(loads))
+        else:
+            bound = load_bound(view, self.epsilon)
         session = request.session
         if session >= 0 and loads[session] + 1.0 <= bound and view.is_eligible(session):
             return _new(Decision, (session, Reason.SESSION))
@@ -105,8 +127,13 @@ class CacheRouteOnlinePolicy(Policy):
     def _tail(self, request: Request, view: LoadView, bound: int, why: Reason | None) -> Decision:
         if self.tail == "p2c":
             return Decision(power_of_two(view, self.rng), why or Reason.TAIL)
-        ring = self._ring = ring_for(self._ring, view.nodes, self.vnodes)
-        home = ring.first_eligible(request.key_hash, view.healthy, view.draining)
+        healthy, draining = view.healthy, view.draining
+        home = next(
+            (n for n in self._ring_order(view, request.key_hash) if healthy[n] and not draining[n]),
+            -1,
+        )
+        if home < 0:
+            raise NoEligibleNodeError("no healthy, undrained node on the ring")
         if view.loads[home] + 1.0 <= bound:
             return Decision(home, why or Reason.RING)
         return Decision(self._spill(request, view, bound), why or Reason.RING_SPILL)
@@ -116,12 +143,11 @@ class CacheRouteOnlinePolicy(Policy):
         eligible = view.eligible_nodes
         if not eligible:
             raise NoEligibleNodeError("no healthy, undrained node")
-        ring = self._ring = ring_for(self._ring, view.nodes, self.vnodes)
         loads, healthy, draining = view.loads, view.healthy, view.draining
         limit = bound - 1.0
         spread = self.spread
         found: list[int] = []
-        for node in ring.walk(request.key_hash):
+        for node in self._ring_order(view, request.key_hash):
             if loads[node] <= limit and healthy[node] and not draining[node]:
                 found.append(node)
                 if len(found) == spread:
