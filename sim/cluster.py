@@ -218,20 +218,23 @@ class Cluster:
             if dt > 0.0:
                 heapq.heappush(self._heap, (now + dt, index))
 
+    def front(self, i: int, request: SimRequest) -> int:
+        """The router request ``i`` reaches: round-robin, by key hash, or by conversation (a
+        single-turn request, which has none, goes round-robin)."""
+        count = len(self.routers)
+        if count == 1:
+            return 0
+        front = self.config.front
+        if front == "key":
+            return splitmix64(request.key_hash) % count
+        if front == "session" and request.thread >= 0:
+            return splitmix64(request.thread) % count
+        return i % count
+
     def route(self, i: int, request: SimRequest, now: float) -> int:
         """Deal request ``i`` to a router (the front tier) and return the node it chose."""
-        routers = self.routers
-        count = len(routers)
-        r = 0
-        if count > 1:
-            front = self.config.front
-            if front == "key":
-                r = splitmix64(request.key_hash) % count
-            elif front == "session" and request.thread >= 0:
-                r = splitmix64(request.thread) % count
-            else:
-                r = i % count
-        router = routers[r]
+        r = self.front(i, request)
+        router = self.routers[r]
         thread = request.thread
         if self._sessions:
             session = self._last_node.get(thread, -1) if self._echo and thread >= 0 else -1
