@@ -84,7 +84,6 @@ class _NoMetrics:
 NO_METRICS = _NoMetrics()
 # Per decision: builds a NamedTuple without its constructor's Python frame (~0.25 µs less).
 _new = tuple.__new__
-_crc32 = zlib.crc32  # the flow hash of cacheroute_online's spill spread (request id or token)
 
 
 class PoolState:
@@ -259,10 +258,9 @@ class Router:
         blocks = inp.blocks() if state.uses_blocks else ()
         if state.uses_session:
             token = inp.message.session_token
-            flow_id = inp.request_id or token
-            flow = _crc32(flow_id.encode()) if flow_id else 0
             session = self._session(state, token) if token else -1
-            request = _new(Request, (inp.key_hash, blocks, session, flow))
+            # the flow (request id, else token) is hashed by the policy only if it spills
+            request = _new(Request, (inp.key_hash, blocks, session, inp.request_id or token or 0))
         else:
             request = _new(Request, (inp.key_hash, blocks, -1, 0))
         decision = state.policy.route(request, view, now)

@@ -43,15 +43,16 @@ class Request(NamedTuple):
 
     ``session`` is the node (NodeSet index) a valid session token named, -1 without one; the
     router validates tokens (:mod:`dataplane.core.session_token`), so a policy sees only a node
-    index. ``flow`` is a hash of the conversation (or the request) that policies which spread
-    spills read (:mod:`.cacheroute_online`); 0 when unknown. Both are only filled in for policies
+    index. ``flow`` identifies the conversation (or the request) for policies that spread spills
+    (:mod:`.cacheroute_online`): an int (the simulator's conversation id) or a string the policy
+    hashes only when it needs to (the router's request id or session token); 0 when unknown. Both are only filled in for policies
     that declare ``needs_session``; the others get the defaults.
     """
 
     key_hash: int
     blocks: tuple[int, ...] = ()
     session: int = -1
-    flow: int = 0
+    flow: int | str = 0
 
     @property
     def prefix(self) -> tuple[int, ...]:
