@@ -22,6 +22,20 @@ from typing import Any
 from sim.capacity import Rung, knee
 
 
+def _knees(
+    per_seed: dict[int, dict[float, dict[str, Any]]], seeds: list[int], slo: float
+) -> tuple[float, list[tuple[float, str]]]:
+    """Mean capacity and each seed's (knee, censoring mark) at one SLO."""
+    knees = []
+    for s in seeds:
+        ladder = [Rung(q, r["ttft_p99_s"], r["failures"], r["aborted"])
+                  for q, r in per_seed.get(s, {}).items()]  # fmt: skip
+        k = knee(ladder, slo) if ladder else None
+        mark = "" if k is None or k.censored is None else {"left": "<", "right": "≥"}[k.censored]
+        knees.append((k.capacity if k else float("nan"), mark))
+    return sum(c for c, _ in knees) / len(knees), knees
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("files", nargs="+")
@@ -55,26 +69,7 @@ def main() -> int:
     for name in order:
         per_seed = runs[name]
         missing = [s for s in seeds if set(per_seed.get(s, {})) != rungs]
-        caps = []
-        for slo in slos:
-            knees = []
-            for s in seeds:
-                ladder = [Rung(q, r["ttft_p99_s"], r["failures"], r["aborted"])
-                          for q, r in per_seed.get(s, {}).items()]  # fmt: skip
-                k = knee(ladder, slo) if ladder else None
-                mark = (
-                    ""
-                    if k is None or k.censored is None
-                    else {"left": "<", "right": "≥"}[k.censored]
-                )
-                knees.append((k.capacity if k else float("nan"), mark))
-            mean = sum(c for c, _ in knees) / len(knees)
-            caps.append((mean, knees))
-        ref = [per_seed[s][args.ref] for s in seeds if args.ref in per_seed.get(s, {})]
-        p99 = sum(r["ttft_p99_s"] for r in ref) / len(ref) if ref else float("nan")
-        censored = any(r["p99_censored"] for r in ref)
-        hit = sum(r["kv_hit"] for r in ref) / len(ref) if ref else float("nan")
-        imb = sum(r["imbalance"] for r in ref) / len(ref) if ref else float("nan")
+        caps = [_knees(per_seed, seeds, slo) for slo in slos]
         low = min(rungs)
         cells = [
             ("≤" if any(mk == "<" for _, mk in ks) else "")
