@@ -36,6 +36,10 @@ def _knees(
     return sum(c for c, _ in knees) / len(knees), knees
 
 
+def _mean(runs: list[dict[str, Any]], field: str) -> float:
+    return sum(r[field] for r in runs) / len(runs) if runs else float("nan")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("files", nargs="+")
@@ -70,6 +74,9 @@ def main() -> int:
         per_seed = runs[name]
         missing = [s for s in seeds if set(per_seed.get(s, {})) != rungs]
         caps = [_knees(per_seed, seeds, slo) for slo in slos]
+        ref = [per_seed[s][args.ref] for s in seeds if args.ref in per_seed.get(s, {})]
+        p99, hit, imb = (_mean(ref, f) for f in ("ttft_p99_s", "kv_hit", "imbalance"))
+        censored = any(r["p99_censored"] for r in ref)
         low = min(rungs)
         cells = [
             ("≤" if any(mk == "<" for _, mk in ks) else "")
