@@ -45,8 +45,9 @@ class Request(NamedTuple):
     router validates tokens (:mod:`dataplane.core.session_token`), so a policy sees only a node
     index. ``flow`` identifies the conversation (or the request) for policies that spread spills
     (:mod:`.cacheroute_online`): an int (the simulator's conversation id) or a string the policy
-    hashes only when it needs to (the router's request id or session token); 0 when unknown. Both are only filled in for policies
-    that declare ``needs_session``; the others get the defaults.
+    hashes only when it needs to (the router's request id or session token); 0 when unknown.
+    Both are only filled in for policies that declare ``needs_session``; the others get the
+    defaults.
     """
 
     key_hash: int
