@@ -45,7 +45,9 @@ def test_key_and_session_fronts_keep_a_key_or_a_conversation_on_one_router() -> 
 def test_echoed_tokens_bring_every_later_turn_to_the_node_of_the_previous_one() -> None:
     requests = conversations(6, 4)
     for echo in (True, False):
-        cluster = Cluster(requests, "cacheroute_online", replace(CONFIG, echo_tokens=echo))
+        # no table and the p2c tail: without echo nothing holds a conversation on one node
+        config = replace(CONFIG, echo_tokens=echo, policy_params={"tail": "p2c"})
+        cluster = Cluster(requests, "cacheroute_online", config)
         nodes: dict[int, list[int]] = {}
         for i, request in enumerate(requests):
             node = cluster.route(i, request, request.arrival_s)
@@ -53,7 +55,7 @@ def test_echoed_tokens_bring_every_later_turn_to_the_node_of_the_previous_one() 
         stays = [len(set(n)) == 1 for n in nodes.values()]
         if echo:  # the light load is within the bound: each conversation stays put
             assert all(stays)
-        else:  # no table here: power-of-two choices each turn, so conversations wander
+        else:  # power-of-two choices each turn, so conversations wander
             assert not all(stays)
 
 
