@@ -2,6 +2,13 @@
 
     .venv/bin/python bench/bench_handler.py [--batches 300]
     PYTHONPATH=/path/to/other/checkout .venv/bin/python bench/bench_handler.py   # A/B
+    .venv/bin/python bench/bench_handler.py --policies cacheroute,cacheroute_online  # same run
+
+With ``--policies``, one router per policy on the same table, snapshot and requests, timed in
+alternating batches (A, B, A, B, ...) so both see the same machine; a session-aware policy is
+timed twice, without tokens (today's callers) and with every request carrying a valid session
+token (every conversation echoing), and the per-request differences from the first policy are
+printed. This mode times the thread's CPU, not wall time (see ``alternating``).
 
 What gRPC does not do: parsing the request bytes, validation, the decision (policy, in-flight
 record, traffic count, sampling, metrics) and encoding the answer, on a 200,000-key
@@ -49,10 +56,74 @@ async def timed(servicer: RouterServicer, requests: list[Any], batches: int) -> 
     return np.array(out)
 
 
+async def alternating(
+    arms: list[tuple[str, RouterServicer, list[Any]]], batches: int
+) -> dict[str, np.ndarray]:
+    """Each arm's µs of this thread's CPU per request, batch by batch in turn.
+
+    CPU time (``time.thread_time``), not wall time: on a machine shared with other jobs a batch's
+    wall time includes the time the scheduler gave to them, while its CPU time does not.
+    """
+    out: dict[str, list[float]] = {name: [] for name, _, _ in arms}
+    for i in range(batches):
+        for name, servicer, requests in arms:
+            start = (i % (len(requests) // BATCH)) * BATCH
+            batch = requests[start : start + BATCH]
+            route = servicer.Route
+            t0 = time.thread_time()
+            for request in batch:
+                await route(request, None)  # type: ignore[arg-type]
+            out[name].append((time.thread_time() - t0) / len(batch) * 1e6)
+    return {name: np.array(values) for name, values in out.items()}
+
+
+def compare(policies: list[str], batches: int) -> None:
+    """The ``--policies`` mode (module docstring)."""
+    from dataplane.core.policies import POLICIES  # noqa: PLC0415
+    from dataplane.core.session_token import encode  # noqa: PLC0415
+
+    keys = bench_route.key_names(200_000)
+    hashes = np.unique(np.array([hash_key(k) for k in keys], dtype=np.uint64))
+    table = bench_route.big_table(1, hashes)
+    plain = bench_route.requests_for(1)[:20_000]
+    arms: list[tuple[str, RouterServicer, list[Any]]] = []
+    for policy in policies:
+        metrics = RouterMetrics(policy)
+        router = Router(
+            policy=policy, sampler=Sampler(0.01, router_id="bench"), pool_metrics=metrics.for_pool
+        )
+        router.install_table("default", table, 1)
+        router.apply_load(bench_route.snapshot(1))
+        servicer = RouterServicer(router, metrics, policy)
+        arms.append((policy, servicer, [r.SerializeToString() for r in plain]))
+        if POLICIES[policy].needs_session:
+            nodes = bench_route.NODES
+            tokened = []
+            for i, r in enumerate(plain):
+                echoed = type(r)()
+                echoed.CopyFrom(r)
+                echoed.session_token = encode("default", nodes[i % len(nodes)], 1)
+                tokened.append(echoed.SerializeToString())
+            arms.append((f"{policy}+tokens", servicer, tokened))
+    per_request = asyncio.run(alternating(arms, batches))
+    base = arms[0][0]
+    base_p10 = float(np.percentile(per_request[base], 10))
+    base_median = float(np.median(per_request[base]))
+    print(f"{TREE}: servicer.Route, CPU per request, {batches} alternating batches of {BATCH}")
+    for name, values in per_request.items():
+        p10, median = float(np.percentile(values, 10)), float(np.median(values))
+        print(f"  {name:<28} p10 {p10:6.2f} µs (Δ {p10 - base_p10:+.2f})  "
+              f"median {median:6.2f} µs (Δ {median - base_median:+.2f})")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--batches", type=int, default=300)
+    parser.add_argument("--policies", help="compare these policies in one run (comma-separated)")
     args = parser.parse_args()
+    if args.policies:
+        compare([p.strip() for p in args.policies.split(",") if p.strip()], args.batches)
+        return
     keys = bench_route.key_names(200_000)
     hashes = np.unique(np.array([hash_key(k) for k in keys], dtype=np.uint64))
     metrics = RouterMetrics("cacheroute")

@@ -28,7 +28,7 @@ from cachectl.output import print_json, print_table
 from dataplane.core.policies.registry import POLICIES
 from sim import presets
 from sim.calibration import single_destination_knee
-from sim.cluster import DEFAULT_SNAPSHOT_S, DEFAULT_TIMEOUT_S
+from sim.cluster import DEFAULT_SNAPSHOT_S, DEFAULT_TIMEOUT_S, FRONTS
 from sim.engine_model import PROFILES, EngineProfile, UnknownProfileError, get_profile
 from sim.planning import DEFAULT_PLAN_WINDOW_S, DEFAULT_SLOTS_PER_NODE, placement_of
 from sim.report import (
@@ -134,7 +134,9 @@ def _settings(
     policies: tuple[str, ...],
     abort_above_s: float | None,
 ) -> RunSettings:
-    for flag in ("duration", "plan_window", "timeout", "snapshot_ms", "q_cap", "knee_slo"):
+    for flag in (
+        "duration", "plan_window", "timeout", "snapshot_ms", "q_cap", "knee_slo", "tree_sync_ms",
+    ):  # fmt: skip
         _positive("--" + flag.replace("_", "-"), getattr(args, flag))
     if args.warmup is not None and not 0 <= args.warmup < args.duration:
         raise CliError(f"--warmup: must be in [0, --duration), got {args.warmup}")
@@ -169,7 +171,29 @@ def _settings(
         abort_above_s=abort_above_s,
         prewarm_s=prewarm,
         cache_outputs=not args.no_output_cache,
+        front=args.front,
+        echo_tokens=not args.no_session_echo,
+        tree_sync_s=None if args.tree_sync_ms is None else args.tree_sync_ms / 1000.0,
+        policy_params=_policy_params(args.policy_param),
     )
+
+
+def _policy_params(items: list[str]) -> dict[str, dict[str, Any]]:
+    """``--policy-param POLICY.NAME=VALUE`` items as {policy: {name: value}}, names checked."""
+    params: dict[str, dict[str, Any]] = {}
+    for item in items:
+        target, sep, value = item.partition("=")
+        policy, dot, name = target.partition(".")
+        if not sep or not dot or not policy or not name:
+            raise CliError(f"--policy-param: expected POLICY.NAME=VALUE, got {item!r}")
+        _policies("--policy-param", (policy,))
+        params.setdefault(policy, {})[name] = _option_value(value)
+    for policy, values in params.items():
+        try:
+            POLICIES[policy](**values)
+        except (TypeError, ValueError) as exc:
+            raise CliError(f"--policy-param {policy}: {exc}") from None
+    return params
 
 
 def _prewarm(text: str) -> float | None:
@@ -326,6 +350,16 @@ def _common(parser: argparse.ArgumentParser) -> None:
         "(default auto: derived per QPS by sim.steady's convergence check; 0 = cold)")  # fmt: skip
     add("--no-output-cache", action="store_true",
         help="engines do not cache generated tokens (default: they do, like vLLM V1)")  # fmt: skip
+    add("--front", choices=FRONTS, default="round_robin",
+        help="how a front tier deals requests to --routers: round_robin (default), key (hash of "
+        "the business key), session (hash of the conversation)")  # fmt: skip
+    add("--no-session-echo", action="store_true",
+        help="multi-turn clients do not echo the session token (default: they do)")  # fmt: skip
+    add("--tree-sync-ms", type=float, metavar="MS",
+        help="sync prefix-history trees (preble, sglang) across routers every MS, as the SGLang "
+        "model gateway's mesh does once a second (default: no sync)")  # fmt: skip
+    add("--policy-param", action="append", default=[], metavar="POLICY.NAME=VALUE",
+        help="a policy parameter, e.g. cacheroute_online.epsilon=0.5 (repeatable)")  # fmt: skip
 
 
 def _preset_ladders() -> str:

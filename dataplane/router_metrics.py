@@ -34,6 +34,7 @@ from prometheus_client.registry import Collector
 
 from dataplane.core.policies import Reason
 from dataplane.core.router import Router
+from dataplane.core.session_token import Ignored
 
 # In-process decision time: a few microseconds normally, a millisecond is already pathological.
 LATENCY_BUCKETS = (
@@ -44,12 +45,13 @@ LATENCY_BUCKETS = (
 class PoolMetrics:
     """One pool's decision counts and latency histogram as plain numbers (module docstring)."""
 
-    __slots__ = ("buckets", "counts", "latency_sum", "policy", "pool")
+    __slots__ = ("buckets", "counts", "ignored_tokens", "latency_sum", "policy", "pool")
 
     def __init__(self, pool: str, policy: str) -> None:
         self.pool = pool
         self.policy = policy
         self.counts: dict[Reason, int] = {}
+        self.ignored_tokens: dict[Ignored, int] = {}  # session tokens not honoured, by why
         self.buckets = [0] * len(LATENCY_BUCKETS)  # per bucket, not cumulative
         self.latency_sum = 0.0
 
@@ -58,6 +60,10 @@ class PoolMetrics:
         counts[reason] = counts.get(reason, 0) + 1
         self.buckets[bisect_left(LATENCY_BUCKETS, seconds)] += 1
         self.latency_sum += seconds
+
+    def token_ignored(self, why: Ignored) -> None:
+        ignored = self.ignored_tokens
+        ignored[why] = ignored.get(why, 0) + 1
 
 
 class DecisionCollector(Collector):
@@ -77,9 +83,17 @@ class DecisionCollector(Collector):
             "In-process time of one decision (policy, in-flight record, counting), in seconds.",
             labels=["pool"],
         )
+        ignored = CounterMetricFamily(
+            "cacheroute_router_session_tokens_ignored",
+            "Session tokens a request carried that were not honoured (malformed or forged, "
+            "foreign, stale), by pool and why; such requests route as if they had none.",
+            labels=["pool", "why"],
+        )
         for pool in list(self._pools):
             for reason, count in pool.counts.copy().items():
                 decisions.add_metric([pool.pool, pool.policy, reason.value], count)
+            for why, count in pool.ignored_tokens.copy().items():
+                ignored.add_metric([pool.pool, why.value], count)
             per_bucket, total = pool.buckets[:], pool.latency_sum
             cumulative, running = [], 0
             for bound, count in zip(LATENCY_BUCKETS, per_bucket, strict=True):
@@ -88,6 +102,7 @@ class DecisionCollector(Collector):
             latency.add_metric([pool.pool], cumulative, sum_value=total)
         yield decisions
         yield latency
+        yield ignored
 
 
 class RouterMetrics:

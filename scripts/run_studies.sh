@@ -51,6 +51,16 @@ for study in "$@"; do
     public)  # the public H100 profile to its knee: Table 1's layout (seven policies, seeds 2-6)
       run public capacity --workload paper --profile llama-3.3-70b-fp8-tp2-h100 --seeds 2,3,4,5,6 \
         --plot "$out/public.png" ;;
+    online)  # issue 22, held-out seeds 4-6 (docs/results.md §5; the public and synced cells
+      # ran one process per cell with scripts/run_cells.py on the shared machine)
+      run table1_online capacity "${testbed[@]}" --seeds 4,5,6 --policies cacheroute_online \
+        --ladder 100,140,160,180,220 --ref-qps 100
+      run topk256_online capacity "${testbed[@]}" --top-k 256 --seeds 4,5,6 \
+        --policies cacheroute_online --ladder 100,140,160 --ref-qps 100
+      run routers16_online capacity "${testbed[@]}" --routers 16 --seeds 4,5,6 \
+        --policies cacheroute_online --ladder 140,160 --ref-qps 140
+      run routers16_sglang_key capacity "${testbed[@]}" --routers 16 --front key --seeds 4,5,6 \
+        --policies sglang --ladder 100,140 --ref-qps 100 ;;
     *) echo "unknown study $study" >&2; exit 2 ;;
   esac
 done

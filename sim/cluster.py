@@ -1,10 +1,21 @@
 """The cluster event loop: arrivals, routers with their own load views, node steps, snapshots.
 
 Routing works as in production. Each simulated router owns a :class:`LoadView` and its own
-policy instance; requests are dealt to routers round-robin. Every ``snapshot_interval_s`` the
+policy instance; a front tier deals requests to routers (``front``: round-robin, by key hash, or
+by conversation). Every ``snapshot_interval_s`` the
 nodes' running + waiting counts are applied to every router's view, observed at the snapshot
 time, and each router's decisions count as in-flight correction through ``Policy.route`` until a
 later snapshot covers them.
+
+Session tokens (``echo_tokens``): a multi-turn client sends back the token of its conversation's
+previous decision, which names that decision's node. A run's table never changes, so every
+echoed token is valid and is passed to the policy as ``Request.session`` (the router's token
+check, :mod:`dataplane.core.session_token`, is tested on its own). ``Request.flow`` is the
+conversation id (the request index for single-turn requests).
+
+Tree sync (``tree_sync_s``, prefix-history policies with several routers): each router's inserts
+reach every other router's prefix index at the next sync tick, as the SGLang model gateway's mesh
+broadcasts its tenant deltas once per gossip round (:mod:`sim.tree_sync`).
 
 Events are kept in one heap of node step-ends; arrivals come from the sorted request list and
 snapshots from a fixed grid, so only busy nodes cost anything. A node that receives a request
@@ -27,16 +38,20 @@ from typing import Any
 
 from dataplane.core.load_view import LoadView, NodeSet, bind_with_memo
 from dataplane.core.policies import Policy, Request, make_policy
+from dataplane.core.policies.ring import splitmix64
 from dataplane.core.table import RoutingTable
 from sim.engine_model import EngineProfile
 from sim.kvcache import PrefixCache
 from sim.node import Job, Node
 from sim.run_results import RunMetrics, summarize
 from sim.steady import warm_cluster
+from sim.tree_sync import TreeSync
 from sim.types import SimRequest
 
 DEFAULT_SNAPSHOT_S = 0.25
 DEFAULT_TIMEOUT_S = 30.0
+FRONTS = ("round_robin", "key", "session")
+_FLOW_SINGLE = 1 << 48  # flow ids of single-turn requests: past every conversation id
 
 
 @dataclass(frozen=True)
@@ -54,6 +69,9 @@ class ClusterConfig:
     drain_all: bool = False  # run until every request finished decoding (tests, accounting)
     cache_outputs: bool = True  # finished requests' full output blocks join the cache (vLLM V1)
     policy_params: dict[str, Any] = field(default_factory=dict)
+    front: str = "round_robin"  # how requests reach routers: round_robin, key, session
+    echo_tokens: bool = True  # multi-turn clients echo their conversation's session token
+    tree_sync_s: float | None = None  # prefix-history trees synced across routers every S
 
     def node_ids(self) -> list[str]:
         return [f"d{i:03d}" for i in range(self.nodes)]
@@ -125,6 +143,13 @@ class Cluster:
             view.table = bind_with_memo(table, node_set)  # as the live router binds it
             instance = make_policy(policy, seed=config.seed * 1009 + r, **config.policy_params)
             self.routers.append(_Router(instance, view))
+        if config.front not in FRONTS:
+            raise ValueError(f"front must be one of {', '.join(FRONTS)}, got {config.front!r}")
+        first = self.routers[0].policy
+        self._sessions = first.needs_session
+        self._echo = config.echo_tokens and first.needs_session
+        self._last_node: dict[int, int] = {}  # conversation → node of its last decision
+        self.sync = TreeSync.for_routers(self.routers, config.tree_sync_s)
         self.jobs: list[Job] = []
         self.routed = [0] * config.nodes  # measured requests per node
         self.snapshots = 0
@@ -180,10 +205,7 @@ class Cluster:
         request = self.requests[i]
         job = Job(i, request)
         self.jobs.append(job)
-        router = self.routers[i % len(self.routers)]
-        index = router.policy.route(
-            Request(request.key_hash, request.blocks), router.view, now
-        ).node
+        index = self.route(i, request, now)
         if now >= self.config.warmup_s:
             self.routed[index] += 1
             self._drain.queue.append(job)
@@ -196,6 +218,37 @@ class Cluster:
             if dt > 0.0:
                 heapq.heappush(self._heap, (now + dt, index))
 
+    def front(self, i: int, request: SimRequest) -> int:
+        """The router request ``i`` reaches: round-robin, by key hash, or by conversation (a
+        single-turn request, which has none, goes round-robin)."""
+        count = len(self.routers)
+        if count == 1:
+            return 0
+        front = self.config.front
+        if front == "key":
+            return splitmix64(request.key_hash) % count
+        if front == "session" and request.thread >= 0:
+            return splitmix64(request.thread) % count
+        return i % count
+
+    def route(self, i: int, request: SimRequest, now: float) -> int:
+        """Deal request ``i`` to a router (the front tier) and return the node it chose."""
+        r = self.front(i, request)
+        router = self.routers[r]
+        thread = request.thread
+        if self._sessions:
+            session = self._last_node.get(thread, -1) if self._echo and thread >= 0 else -1
+            flow = thread if thread >= 0 else _FLOW_SINGLE + i
+            routed = Request(request.key_hash, request.blocks, session, flow)
+        else:
+            routed = Request(request.key_hash, request.blocks)
+        node = router.policy.route(routed, router.view, now).node
+        if self._echo and thread >= 0:
+            self._last_node[thread] = node
+        if self.sync is not None:
+            self.sync.record(r, node, routed, now)
+        return node
+
     def _drained(self) -> bool:
         if self.config.drain_all:
             return not self._heap
@@ -204,6 +257,8 @@ class Cluster:
     def _tick(self, now: float) -> bool:
         """Snapshot to every router and advance the watches; True when the run must abort."""
         self._snapshot(now)
+        if self.sync is not None:
+            self.sync.tick(now)
         self._drain.advance(now)
         abort = self._abort
         if abort is not None:

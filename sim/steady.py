@@ -32,7 +32,6 @@ from dataclasses import asdict, dataclass
 from itertools import chain
 from typing import TYPE_CHECKING, Any
 
-from dataplane.core.policies import Request
 from sim.types import BLOCK_TOKENS, SimRequest, Workload
 
 if TYPE_CHECKING:
@@ -211,7 +210,6 @@ def warm_cluster(cluster: Cluster, prewarm: Sequence[SimRequest]) -> None:
     if not prewarm:
         return
     routers = cluster.routers
-    n_routers = len(routers)
     interval = cluster.config.snapshot_interval_s
     zeros = [0] * len(cluster.nodes)
     per_node: list[list[int]] = [[] for _ in cluster.nodes]
@@ -222,9 +220,9 @@ def warm_cluster(cluster: Cluster, prewarm: Sequence[SimRequest]) -> None:
             for router in routers:
                 router.view.apply_snapshot(now, zeros)
             next_snap = now + interval
-        router = routers[i % n_routers]
-        chosen = router.policy.route(Request(request.key_hash, request.blocks), router.view, now)
-        per_node[chosen.node].append(i)
+        per_node[cluster.route(i, request, now)].append(i)
+        if cluster.sync is not None:
+            cluster.sync.tick(now)
     outputs = cluster.config.cache_outputs
     for node, indices in zip(cluster.nodes, per_node, strict=True):
         node.cache.warm(_recent_first(prewarm, indices[::-1], node.cache.capacity, outputs))

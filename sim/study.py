@@ -56,6 +56,9 @@ class RunSettings:
     policy_params: dict[str, dict[str, Any]] = field(default_factory=dict)
     prewarm_s: float | None = 0.0  # replayed before the run; None: derived (sim.steady)
     cache_outputs: bool = True  # generated-token caching in the engines
+    front: str = "round_robin"  # front tier: how requests reach routers (sim.cluster)
+    echo_tokens: bool = True  # multi-turn clients echo session tokens (sim.cluster)
+    tree_sync_s: float | None = None  # prefix-history trees synced across routers (sim.tree_sync)
 
     def protocol(self, prewarm: Convergence | float) -> Protocol:
         """The run protocol at one rung, given its pre-warm (a number or a convergence check)."""
@@ -108,6 +111,9 @@ def run_policies(
         abort_above_s=settings.abort_above_s,
         seed=seed,
         cache_outputs=settings.cache_outputs,
+        front=settings.front,
+        echo_tokens=settings.echo_tokens,
+        tree_sync_s=settings.tree_sync_s,
     )
     node_ids = config_base.node_ids()
     tables: dict[str | None, RoutingTable | None] = {}

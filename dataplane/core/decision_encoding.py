@@ -3,8 +3,9 @@
 In a loaded router, building a ``RouteDecision`` (nine field writes into a new message) and
 serializing it took ~5 µs of the serving thread per request — a quarter of the router's own work
 on top of gRPC. Most of a decision repeats: node id, address, reason, version, generation and
-policy are the same for every decision to one node under one table. So :class:`DecisionEncoder`
-serializes those six fields once with protobuf (``RouteDecision(...).SerializeToString()``) and
+policy (and the session token, a function of pool, node and generation) are the same for every
+decision to one node under one table. So :class:`DecisionEncoder` serializes those seven fields
+once with protobuf (``RouteDecision(...).SerializeToString()``) and
 caches the bytes; per decision it appends only the three per-request fields (the key's two are
 cached per key too, since the hash is a function of the key; both caches are bounded):
 
@@ -63,7 +64,7 @@ class DecisionEncoder:
 
     def __init__(self, policy: str) -> None:
         self.policy = policy
-        self._prefixes: dict[tuple[str, str, Reason, str, int], bytes] = {}
+        self._prefixes: dict[tuple[str, str, Reason, str, int, str], bytes] = {}
         self._keys: dict[str, bytes] = {}
 
     def encode(
@@ -76,8 +77,9 @@ class DecisionEncoder:
         key_hash: int,
         key: str,
         request_id: str,
+        session_token: str = "",
     ) -> bytes:
-        shared = (node_id, address, reason, version, generation)
+        shared = (node_id, address, reason, version, generation, session_token)
         prefix = self._prefixes.get(shared)
         if prefix is None:
             prefix = self._prefix(shared)
@@ -90,13 +92,14 @@ class DecisionEncoder:
 
     def encode_outcome(
         self,
-        outcome: tuple[str, str, Reason, str, int],
+        outcome: tuple[str, str, Reason, str, int, str],
         key_hash: int,
         key: str,
         request_id: str,
     ) -> bytes:
-        """:meth:`encode` of an outcome ``(node_id, address, reason, version, generation)`` as
-        one tuple (the router's ``RouteOutcome``): the tuple is the cache key as it comes."""
+        """:meth:`encode` of an outcome ``(node_id, address, reason, version, generation,
+        session_token)`` as one tuple (the router's ``RouteOutcome``): the tuple is the cache key
+        as it comes."""
         prefix = self._prefixes.get(outcome)
         if prefix is None:
             prefix = self._prefix(outcome)
@@ -116,9 +119,9 @@ class DecisionEncoder:
         self._keys[key] = keyed
         return keyed
 
-    def _prefix(self, shared: tuple[str, str, Reason, str, int]) -> bytes:
-        node_id, address, reason, version, generation = shared
-        shared = (node_id, address, reason, version, generation)  # a plain tuple as the key
+    def _prefix(self, shared: tuple[str, str, Reason, str, int, str]) -> bytes:
+        node_id, address, reason, version, generation, session_token = shared
+        shared = (node_id, address, reason, version, generation, session_token)  # a plain tuple
         prefix = routing_pb2.RouteDecision(
             node_id=node_id,
             address=address,
@@ -126,6 +129,7 @@ class DecisionEncoder:
             version=version,
             generation=generation,
             policy=self.policy,
+            session_token=session_token,
         ).SerializeToString()
         if len(self._prefixes) >= PREFIX_LIMIT:  # old tables' and nodes' entries go too
             self._prefixes.clear()

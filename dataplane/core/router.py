@@ -29,6 +29,7 @@ from dataplane.core.names import DEFAULT_POOL, POOL_PATTERN
 from dataplane.core.outliers import OutlierConfig, OutlierDetector, apply_ejections
 from dataplane.core.policies import Policy, Reason, Request, make_policy
 from dataplane.core.route_input import RouteInput
+from dataplane.core.session_token import Ignored, SessionTokens
 from dataplane.core.table import RoutingTable
 
 
@@ -45,19 +46,23 @@ class NoDestinationError(RouteError):
 
 
 class RouteOutcome(NamedTuple):
-    """A decision as the caller sees it: where to go, why, and by which table."""
+    """A decision as the caller sees it: where to go, why, by which table, and the session
+    token that names this node under this table (:mod:`dataplane.core.session_token`)."""
 
     node_id: str
     address: str
     reason: Reason
     version: str
     generation: int
+    session_token: str = ""
 
 
 class DecisionMetrics(Protocol):
     """Per-pool decision counters (:mod:`dataplane.router_metrics`); a no-op one for benchmarks."""
 
     def decided(self, reason: Reason, seconds: float) -> None: ...
+
+    def token_ignored(self, why: Ignored) -> None: ...
 
 
 class SampleSink(Protocol):
@@ -70,6 +75,9 @@ class SampleSink(Protocol):
 
 class _NoMetrics:
     def decided(self, reason: Reason, seconds: float) -> None:
+        pass
+
+    def token_ignored(self, why: Ignored) -> None:
         pass
 
 
@@ -95,8 +103,10 @@ class PoolState:
         "table_applied_at",
         "table_generation",
         "table_version",
+        "tokens",
         "traffic",
         "uses_blocks",
+        "uses_session",
         "view",
     )
 
@@ -114,6 +124,10 @@ class PoolState:
         # Only policies that declare it read prefix blocks; for the others the router skips
         # hashing the prompt.
         self.uses_blocks = policy.needs_blocks
+        self.uses_session = policy.needs_session
+        # The valid session tokens under the current membership and generation (built on first
+        # use, dropped with ``outcomes``).
+        self.tokens: SessionTokens | None = None
         self.view = view
         # (node, reason) → its RouteOutcome under the current table and membership: every field is
         # fixed by those, so a decision reuses one instead of building a tuple (cleared on change).
@@ -132,6 +146,16 @@ class PoolState:
         if len(self.view.nodes) == 0:
             return f"pool {self.name!r} has no destinations yet"
         return f"pool {self.name!r} has no healthy, undrained destination"
+
+
+def _tokens(state: PoolState) -> SessionTokens:
+    """The pool's valid session tokens under its current membership and table generation."""
+    tokens = state.tokens
+    if tokens is None:
+        tokens = state.tokens = SessionTokens(
+            state.name, state.view.nodes.ids, state.table_generation
+        )
+    return tokens
 
 
 class Router:
@@ -232,7 +256,14 @@ class Router:
     def _decide(self, state: PoolState, inp: RouteInput, now: float, counted: bool) -> RouteOutcome:
         started = time.perf_counter()
         view = state.view
-        request = _new(Request, (inp.key_hash, inp.blocks() if state.uses_blocks else ()))
+        blocks = inp.blocks() if state.uses_blocks else ()
+        if state.uses_session:
+            token = inp.message.session_token
+            session = self._session(state, token) if token else -1
+            # the flow (request id, else token) is hashed by the policy only if it spills
+            request = _new(Request, (inp.key_hash, blocks, session, inp.request_id or token or 0))
+        else:
+            request = _new(Request, (inp.key_hash, blocks, -1, 0))
         decision = state.policy.route(request, view, now)
         outcome = state.outcomes.get(decision)
         if outcome is None:
@@ -248,11 +279,20 @@ class Router:
         return outcome
 
     @staticmethod
+    def _session(state: PoolState, token: str) -> int:
+        """The node a valid session token names, else -1 (the ignored token counted)."""
+        found = _tokens(state).node(token)
+        if isinstance(found, Ignored):
+            state.metrics.token_ignored(found)
+            return -1
+        return found
+
+    @staticmethod
     def _outcome(state: PoolState, node: int, reason: Reason) -> RouteOutcome:
         nodes = state.view.nodes
         return RouteOutcome(
             nodes.ids[node], nodes.addresses[node], reason, state.table_version,
-            state.table_generation,
+            state.table_generation, _tokens(state).by_node[node],
         )  # fmt: skip
 
     # -- updates from the watchers --------------------------------------------------------------
@@ -269,6 +309,7 @@ class Router:
         state.table_version = table.version
         state.table_generation = generation
         state.outcomes = {}
+        state.tokens = None
         state.table_applied_at = time.time()
         return previous
 
@@ -280,6 +321,8 @@ class Router:
         state.table = None
         state.table_version = ""
         state.table_generation = generation
+        state.outcomes = {}  # they named the old version and generation
+        state.tokens = None
         state.table_applied_at = time.time()
         return previous
 
@@ -333,6 +376,7 @@ class Router:
             view.forget_loads(old)
         if view is not state.view:
             state.outcomes = {}
+            state.tokens = None
             state.outliers.keep_only(set(ids))
             apply_ejections(state.outliers, view)
         state.view = view

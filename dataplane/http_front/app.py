@@ -48,6 +48,7 @@ from dataplane.http_front.proxy import AttemptFailedError, Upstream, base_url, r
 from dataplane.http_front.request_keys import (
     DEFAULT_KEY_HEADERS,
     POOL_HEADER,
+    SESSION_HEADER,
     FrontRequest,
     KeyRules,
     front_request,
@@ -84,6 +85,7 @@ def decision_headers(outcome: RouteOutcome) -> dict[str, str]:
         "x-cacheroute-reason": str(outcome.reason),
         "x-cacheroute-version": outcome.version,
         "x-cacheroute-generation": str(outcome.generation),
+        SESSION_HEADER: outcome.session_token,
     }
 
 
@@ -342,6 +344,7 @@ class HttpFront:
                 "x-cacheroute-node": retry.node_id,
                 "x-cacheroute-retried-from": outcome.node_id,
             }
+            headers.pop(SESSION_HEADER, None)  # it named the failed node
             try:
                 upstream = await self._attempt(
                     f"{base_url(address)}{path}", raw, request, retry.node_id, parsed.stream

@@ -16,6 +16,10 @@ Which of these gave the key is the request's ``key_source`` (the header's name i
 
 Pool: the ``x-cacheroute-pool`` header, else the configured model → pool map, else ``default``.
 
+Session: the ``x-session-token`` header (llm-d's convention; the first 512 characters) becomes
+``RouteRequest.session_token``; the response carries the decision's own token in the same header
+(:mod:`dataplane.core.session_token`).
+
 The prompt text is read per endpoint by :mod:`~dataplane.http_front.prompts`; its first 4,096
 UTF-8 bytes derive the key and the chained prompt-block hashes that prefix-history policies and
 the sampled trace read (:meth:`~dataplane.core.route_input.RouteInput.blocks`, computed only when
@@ -32,6 +36,7 @@ from typing import Any
 
 from cacheroute.v1 import routing_pb2
 from dataplane.core.route_input import InvalidRequestError, RouteInput, parse_request
+from dataplane.core.session_token import MAX_TOKEN
 from dataplane.http_front.errors import bad_request
 from dataplane.http_front.prompts import prompt_head
 
@@ -45,6 +50,8 @@ DEFAULT_KEY_HEADERS = (
     "x-llm-d-inference-fairness-id",  # llm-d tenant (fairness) id
 )
 DERIVED = "derived"
+# llm-d's session header: the response carries the decision's token, the next turn sends it back
+SESSION_HEADER = "x-session-token"
 
 
 @dataclass(frozen=True)
@@ -108,6 +115,7 @@ def front_request(
         model=model,
         cache_salt=salt,
         request_id=request_id,
+        session_token=_session_token(headers),
     )
     try:
         route = parse_request(message)
@@ -149,6 +157,17 @@ def header_key(headers: Mapping[str, str], rules: KeyRules) -> tuple[str, str] |
         if value:
             return value, name
     return None
+
+
+def _session_token(headers: Mapping[str, str]) -> str:
+    """The session header, cut to its bound; one that is not UTF-8 is dropped, never an error (a
+    bad token is ignored like a stale one: the request just routes without it)."""
+    value = headers.get(SESSION_HEADER, "")[:MAX_TOKEN]
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return ""
+    return value
 
 
 def _header(headers: Mapping[str, str], name: str) -> str:

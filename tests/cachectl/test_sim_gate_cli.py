@@ -35,7 +35,7 @@ def test_drift_prints_a_table_and_the_checks(capsys: pytest.CaptureFixture[str])
     [
         (["--workload", "whales"], "--workload"),
         (["--top-k", "0"], "--top-k"),
-        (["--plan-window", "100"], "plan_window_s"),
+        (["--dip-window", "70"], "dip_window_s"),  # a plan window may now exceed the interval
     ],
 )
 def test_drift_flag_errors_name_the_flag(

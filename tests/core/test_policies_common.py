@@ -17,6 +17,7 @@ from dataplane.core.policies.chwbl import ChwblPolicy
 from dataplane.core.policies.registry import (
     ABLATIONS,
     BASELINES,
+    EXTENSIONS,
     POLICIES,
     UnknownPolicyError,
     make_policy,
@@ -73,7 +74,7 @@ def drive(name: str, seed: int, steps: int = 300) -> list[Decision]:
 
 
 def test_registry_lists_baselines_then_ablations_in_order() -> None:
-    assert tuple(POLICIES) == BASELINES + ABLATIONS
+    assert tuple(POLICIES) == BASELINES + ABLATIONS + EXTENSIONS
     assert all(POLICIES[name].name == name for name in POLICIES)
 
 
@@ -89,7 +90,10 @@ def test_make_policy_applies_params_and_rejects_unknown_names() -> None:
 
 # Policies that draw from their seeded RNG: p2c (flat, and cacheroute's tail and fallback) and
 # Preble's random tie-break. The others must not depend on the seed at all.
-RANDOMISED = {"flat", "preble", "cacheroute", "affinity_only", "replicate_random"}
+# (cacheroute_online is deterministic with its default chwbl tail; with tail="p2c" it draws)
+RANDOMISED = {
+    "flat", "preble", "cacheroute", "affinity_only", "replicate_random",
+}  # fmt: skip
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -52,4 +52,4 @@ def test_the_golden_study_exercises_aborts_evictions_and_every_policy(
     runs = expected["runs"].values()
     assert any(r["aborted"] for r in runs) and any(not r["aborted"] for r in runs)
     assert all(r["evictions"] > 0 for r in runs)
-    assert len({k.split("/")[0] for k in expected["runs"]}) == 7
+    assert len({k.split("/")[0] for k in expected["runs"]}) == 8  # Table 1 + cacheroute_online

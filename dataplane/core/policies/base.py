@@ -31,6 +31,8 @@ class Reason(StrEnum):
     CACHE_MATCH = "cache_match"
     CACHE_MISS = "cache_miss"
     BALANCE = "balance"
+    SESSION = "session"
+    SPILL = "spill"
 
 
 class Request(NamedTuple):
@@ -38,10 +40,20 @@ class Request(NamedTuple):
 
     ``blocks`` are chained prefix-block hashes, oldest first (empty when unknown); prefix-history
     policies fall back to the key hash as a one-block prefix when there are none.
+
+    ``session`` is the node (NodeSet index) a valid session token named, -1 without one; the
+    router validates tokens (:mod:`dataplane.core.session_token`), so a policy sees only a node
+    index. ``flow`` identifies the conversation (or the request) for policies that spread spills
+    (:mod:`.cacheroute_online`): an int (the simulator's conversation id) or a string the policy
+    hashes only when it needs to (the router's request id or session token); 0 when unknown.
+    Both are only filled in for policies that declare ``needs_session``; the others get the
+    defaults.
     """
 
     key_hash: int
     blocks: tuple[int, ...] = ()
+    session: int = -1
+    flow: int | str = 0
 
     @property
     def prefix(self) -> tuple[int, ...]:
@@ -68,6 +80,9 @@ class Policy:
     # Whether ``choose``/``observe`` read ``Request.blocks``; when False the router does not hash
     # the prompt into blocks for this policy (they cost ~60 µs for a 4 KiB prompt).
     needs_blocks: ClassVar[bool] = False
+    # Whether ``choose`` reads ``Request.session``/``flow``; when False the router does not look
+    # the session token up or hash the flow for this policy.
+    needs_session: ClassVar[bool] = False
     # Whether the class overrides ``observe`` (set per subclass): the stateless policies' route
     # skips the no-op call, one Python frame per decision.
     observes: ClassVar[bool] = False

@@ -29,6 +29,20 @@ from dataplane.core.policies.ring import VNODES, Ring, ring_for
 EPSILON = 0.25
 
 
+def load_bound(view: LoadView, epsilon: float) -> int:
+    """``ceil((1 + epsilon) * (total + 1) / n)``: the bounded-load cap over the eligible nodes.
+
+    Shared by chwbl and cacheroute_online, so both bound loads the same way. ``sum(loads)`` when
+    every node is eligible (the usual case: one C call instead of a Python-level map).
+    """
+    eligible = view.eligible_nodes
+    if not eligible:
+        raise NoEligibleNodeError("no healthy, undrained node")
+    loads = view.loads
+    total = sum(loads) if view.all_eligible else sum(map(loads.__getitem__, eligible))
+    return math.ceil((1.0 + epsilon) * (total + 1.0) / len(eligible))
+
+
 class ChwblPolicy(Policy):
     name = "chwbl"
 
@@ -42,10 +56,7 @@ class ChwblPolicy(Policy):
 
     def bound(self, view: LoadView) -> int:
         """``ceil((1 + epsilon) * (total + 1) / n)`` over the eligible nodes."""
-        eligible = view.eligible_nodes
-        loads = view.loads
-        total = sum(map(loads.__getitem__, eligible))
-        return math.ceil((1.0 + self.epsilon) * (total + 1.0) / len(eligible))
+        return load_bound(view, self.epsilon)
 
     def choose(self, request: Request, view: LoadView) -> Decision:
         eligible = view.eligible_nodes

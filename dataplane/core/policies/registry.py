@@ -10,6 +10,7 @@ from dataplane.core.policies.cacheroute import (
     CacheRoutePolicy,
     ReplicateRandomPolicy,
 )
+from dataplane.core.policies.cacheroute_online import CacheRouteOnlinePolicy
 from dataplane.core.policies.chwbl import ChwblPolicy
 from dataplane.core.policies.dualmap import DualMapPolicy
 from dataplane.core.policies.flat import FlatPolicy
@@ -19,7 +20,7 @@ from dataplane.core.policies.sticky import StickyPolicy
 
 POLICIES: dict[str, type[Policy]] = {
     cls.name: cls
-    for cls in (  # BASELINES order, then ABLATIONS
+    for cls in (  # BASELINES order, then ABLATIONS, then EXTENSIONS
         FlatPolicy,
         StickyPolicy,
         ChwblPolicy,
@@ -29,12 +30,15 @@ POLICIES: dict[str, type[Policy]] = {
         CacheRoutePolicy,
         AffinityOnlyPolicy,
         ReplicateRandomPolicy,
+        CacheRouteOnlinePolicy,
     )
 }
 
 # The seven policies of the paper's comparison, in its table order; the rest are ablations.
 BASELINES = ("flat", "sticky", "chwbl", "dualmap", "preble", "sglang", "cacheroute")
 ABLATIONS = ("affinity_only", "replicate_random")
+# Beyond the paper: the paper's dispatch with the bounded, session-aware online step (issue 22).
+EXTENSIONS = ("cacheroute_online",)
 
 
 class UnknownPolicyError(ValueError):

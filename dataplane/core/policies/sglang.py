@@ -34,11 +34,17 @@ Where this differs from SGLang, and why:
 * SGLang's loads are its own in-flight request counts, over all workers; ours are
   ``view.loads`` (the last snapshot's running + waiting plus this router's in-flight correction),
   over the eligible nodes only.
+* ``tie_order="random"`` (an option; default ``"index"``, the rule above) breaks cache-miss ties
+  among equally small, equally loaded trees in a per-instance random order (a permutation drawn
+  from the seed per NodeSet size) instead of by lowest index: real gateway replicas iterate
+  their workers in their own order, so many routers need not all pick the same lowest index.
 * A membership change resets the index (:mod:`.prefix_index`); SGLang removes a departed
   worker's tenant and keeps the rest.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from dataplane.core.load_view import LoadView, NoEligibleNodeError
 from dataplane.core.policies.base import Decision, Reason, Request
@@ -51,6 +57,7 @@ BALANCE_REL_THRESHOLD = 1.5
 MAX_TREE_CHARS = 2**26
 CHARS_PER_BLOCK = 64  # 16 tokens x ~4 characters per token
 MAX_BLOCKS_PER_NODE = MAX_TREE_CHARS // CHARS_PER_BLOCK  # 2**20
+TIE_ORDERS = ("index", "random")
 
 
 class SGLangPolicy(PrefixHistoryPolicy):
@@ -64,10 +71,15 @@ class SGLangPolicy(PrefixHistoryPolicy):
         balance_abs_threshold: float = BALANCE_ABS_THRESHOLD,
         balance_rel_threshold: float = BALANCE_REL_THRESHOLD,
         max_blocks_per_node: int = MAX_BLOCKS_PER_NODE,
+        tie_order: str = "index",
     ) -> None:
         super().__init__(seed=seed, max_blocks_per_node=max_blocks_per_node)
         if not 0.0 <= cache_threshold <= 1.0:
             raise ValueError(f"cache_threshold must be in [0, 1], got {cache_threshold}")
+        if tie_order not in TIE_ORDERS:
+            raise ValueError(f"tie_order must be one of {', '.join(TIE_ORDERS)}, got {tie_order!r}")
+        self.tie_order = tie_order
+        self._rank: list[int] = []
         self.cache_threshold = cache_threshold
         self.balance_abs_threshold = balance_abs_threshold
         self.balance_rel_threshold = balance_rel_threshold
@@ -90,5 +102,18 @@ class SGLangPolicy(PrefixHistoryPolicy):
         if depth / len(blocks) > self.cache_threshold:
             return Decision(lightest(holders, loads), Reason.CACHE_MATCH)
         count = index.block_count
-        smallest = min(eligible, key=lambda n: (count(n), loads[n], n))
+        rank = self._ranks(len(view.nodes))
+        smallest = min(eligible, key=lambda n: (count(n), loads[n], rank[n]))
         return Decision(smallest, Reason.CACHE_MISS)
+
+    def _ranks(self, size: int) -> Sequence[int]:
+        """Tie order of nodes: their index, or a seeded random permutation (``tie_order``)."""
+        if self.tie_order == "index":
+            return range(size)
+        if len(self._rank) != size:
+            order = list(range(size))
+            self.rng.shuffle(order)
+            self._rank = [0] * size
+            for position, node in enumerate(order):
+                self._rank[node] = position
+        return self._rank

@@ -69,6 +69,14 @@ class _RouteReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_RouteReas
     """sglang: match rate below the threshold; node with the smallest approximate tree."""
     ROUTE_REASON_BALANCE: _RouteReason.ValueType  # 12
     """sglang, dualmap: the load is imbalanced past the thresholds; least-loaded node."""
+    ROUTE_REASON_SESSION: _RouteReason.ValueType  # 13
+    """cacheroute_online: the request's session token named this node, eligible and within the
+    load bound.
+    """
+    ROUTE_REASON_SPILL: _RouteReason.ValueType  # 14
+    """cacheroute_online: the warm key's least-loaded member was over the load bound; one of the
+    first eligible nodes within it along the key's hash ring, chosen by the request's flow hash.
+    """
 
 class RouteReason(_RouteReason, metaclass=_RouteReasonEnumTypeWrapper):
     """Why a destination was chosen. One value per branch of the routing policies."""
@@ -98,6 +106,14 @@ ROUTE_REASON_CACHE_MISS: RouteReason.ValueType  # 11
 """sglang: match rate below the threshold; node with the smallest approximate tree."""
 ROUTE_REASON_BALANCE: RouteReason.ValueType  # 12
 """sglang, dualmap: the load is imbalanced past the thresholds; least-loaded node."""
+ROUTE_REASON_SESSION: RouteReason.ValueType  # 13
+"""cacheroute_online: the request's session token named this node, eligible and within the
+load bound.
+"""
+ROUTE_REASON_SPILL: RouteReason.ValueType  # 14
+"""cacheroute_online: the warm key's least-loaded member was over the load bound; one of the
+first eligible nodes within it along the key's hash ring, chosen by the request's flow hash.
+"""
 Global___RouteReason: _TypeAlias = RouteReason  # noqa: Y015
 
 class _ReleaseOutcome:
@@ -148,6 +164,7 @@ class RouteRequest(_message.Message):
     PREFIX_BLOCKS_FIELD_NUMBER: _builtins.int
     REQUEST_ID_FIELD_NUMBER: _builtins.int
     HOLD_UNTIL_RELEASE_FIELD_NUMBER: _builtins.int
+    SESSION_TOKEN_FIELD_NUMBER: _builtins.int
     pool: _builtins.str
     """Destination pool (one fleet serving one model). Empty means "default".
     Syntax: ^[a-z0-9][a-z0-9_.-]{0,62}$.
@@ -175,6 +192,13 @@ class RouteRequest(_message.Message):
     router's open requests (a reused id releases the older request). A hold never released is
     dropped after 10 minutes; callers that do not set this keep the decaying correction.
     """
+    session_token: _builtins.str
+    """Optional: the session_token of this conversation's previous RouteDecision (the HTTP front:
+    the `x-session-token` request header). A session-aware policy (cacheroute_online) sends the
+    request to the node it names while that node is eligible and within the load bound. Opaque;
+    a malformed, forged, foreign (another pool, or a node that left) or stale (another table
+    generation) token is ignored and counted, never an error. At most 512 characters are read.
+    """
     @_builtins.property
     def prefix_blocks(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """Optional precomputed chained prefix-block hashes (any block size, oldest first). When set,
@@ -192,10 +216,11 @@ class RouteRequest(_message.Message):
         prefix_blocks: _abc.Iterable[_builtins.int] | None = ...,
         request_id: _builtins.str = ...,
         hold_until_release: _builtins.bool = ...,
+        session_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cache_salt", b"cache_salt", "hold_until_release", b"hold_until_release", "key", b"key", "model", b"model", "pool", b"pool", "prefix_blocks", b"prefix_blocks", "prompt_prefix", b"prompt_prefix", "request_id", b"request_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cache_salt", b"cache_salt", "hold_until_release", b"hold_until_release", "key", b"key", "model", b"model", "pool", b"pool", "prefix_blocks", b"prefix_blocks", "prompt_prefix", b"prompt_prefix", "request_id", b"request_id", "session_token", b"session_token"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -214,6 +239,7 @@ class RouteDecision(_message.Message):
     KEY_FIELD_NUMBER: _builtins.int
     POLICY_FIELD_NUMBER: _builtins.int
     REQUEST_ID_FIELD_NUMBER: _builtins.int
+    SESSION_TOKEN_FIELD_NUMBER: _builtins.int
     node_id: _builtins.str
     """Chosen destination's id and serving address (host:port of the engine)."""
     address: _builtins.str
@@ -232,6 +258,11 @@ class RouteDecision(_message.Message):
     """The pool's routing policy (e.g. "cacheroute", "flat")."""
     request_id: _builtins.str
     """Echo of RouteRequest.request_id."""
+    session_token: _builtins.str
+    """Opaque token naming (pool, node, table generation) of this decision: send it back as
+    RouteRequest.session_token on the conversation's next turn (the HTTP front: the
+    `x-session-token` response header).
+    """
     def __init__(
         self,
         *,
@@ -244,10 +275,11 @@ class RouteDecision(_message.Message):
         key: _builtins.str = ...,
         policy: _builtins.str = ...,
         request_id: _builtins.str = ...,
+        session_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["address", b"address", "generation", b"generation", "key", b"key", "key_hash", b"key_hash", "node_id", b"node_id", "policy", b"policy", "reason", b"reason", "request_id", b"request_id", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["address", b"address", "generation", b"generation", "key", b"key", "key_hash", b"key_hash", "node_id", b"node_id", "policy", b"policy", "reason", b"reason", "request_id", b"request_id", "session_token", b"session_token", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -159,3 +159,41 @@ async def test_in_flight_per_node_equals_the_open_requests_at_quiet_points(
         open_streams = []
         await _until(lambda: in_flight(server) == {})
         assert set(node_load(server).values()) == {0.0}
+
+
+async def test_the_session_token_header_comes_back_and_brings_the_next_turn_to_its_node(
+    redis_url: str, stores: Stores, shared_engines: SimEngines
+) -> None:
+    """cacheroute_online over real HTTP: the response's x-session-token, echoed on the next turn,
+    sends it to the named node (reason session); a forged header routes as if there were none."""
+    table = small_plan(nodes=4, keys=20)
+    router = {"policy": "cacheroute_online"}
+    async with running_front(redis_url, stores, shared_engines.addresses, router=router) as server:
+        generation = await rollout(stores, await store_plan(stores, table))
+        await _until(lambda: server.router.pools["default"].table_generation == generation)
+        api = client(server)
+        key = warm_keys(table)[0]
+        first = await api.chat.completions.with_raw_response.create(
+            model=MODEL, messages=MESSAGES, max_tokens=2, extra_headers={"x-cacheroute-key": key}
+        )
+        token = first.headers["x-session-token"]
+        assert token.startswith("s1.")
+        other = next(n for n in server.router.pools["default"].view.nodes.ids
+                     if n != first.headers["x-cacheroute-node"])  # fmt: skip
+        from dataplane.core.session_token import encode  # noqa: PLC0415
+
+        moved = encode("default", other, generation)
+        second = await api.chat.completions.with_raw_response.create(
+            model=MODEL, messages=MESSAGES, max_tokens=2,
+            extra_headers={"x-cacheroute-key": key, "x-session-token": moved},
+        )  # fmt: skip
+        assert (second.headers["x-cacheroute-node"], second.headers["x-cacheroute-reason"]) == (
+            other, "session",
+        )  # fmt: skip
+        assert second.headers["x-session-token"] == moved
+        forged = await api.chat.completions.with_raw_response.create(
+            model=MODEL, messages=MESSAGES, max_tokens=2,
+            extra_headers={"x-cacheroute-key": key, "x-session-token": moved[:-2] + "00"},
+        )  # fmt: skip
+        assert forged.status_code == 200
+        assert forged.headers["x-cacheroute-reason"] == "warm"
