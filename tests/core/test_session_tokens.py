@@ -10,7 +10,7 @@ import pytest
 from dataplane.core.policies import Reason
 from dataplane.core.router import Router
 from dataplane.core.session_token import Ignored, SessionTokens, decode, encode
-from tests.core.test_router_core import NOW_S, inp, snapshot, table_for
+from tests.support.router_core import NOW_S, inp, snapshot, table_for
 
 IDS = ["a", "b", "c", "d"]
 
