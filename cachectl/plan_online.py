@@ -1,7 +1,8 @@
 """The online ``plan`` commands: talk to a control plane (``--target HOST:PORT``).
 
-``register(sub)`` adds ``import``, ``list``, ``diff``, ``rollout``, ``rollback``, ``disable`` and
-``shadow`` to the ``plan`` group; :func:`build` and :func:`show` are the online modes of ``plan
+``register(sub)`` adds ``import``, ``list``, ``diff``, ``prune`` and ``shadow`` to the ``plan``
+group (the pointer moves, ``rollout``, ``rollback`` and ``disable``, are
+:mod:`cachectl.plan_moves`); :func:`build` and :func:`show` are the online modes of ``plan
 build`` (no ``--rates``: from the live rate estimates) and ``plan show VERSION`` (a stored
 version), which ``cachectl.plan_cmd`` dispatches to. Every command takes ``--json`` (one JSON
 object, the proto3 JSON mapping of the answer) and otherwise prints aligned tables.
@@ -11,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -282,99 +282,6 @@ def _diff(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_pointer(args: argparse.Namespace, pointer: cluster_pb2.ActivePointer) -> int:
-    if args.json:
-        print_json(to_json(pointer))
-    else:
-        print(pointer_line(pointer))
-    return 0
-
-
-def _skips(args: argparse.Namespace) -> list[str]:
-    """``--skip-gate`` names (the server checks them against its gates); ``--force`` is gone."""
-    if getattr(args, "force", False):
-        raise CliError(
-            "--force is gone: name the gates to go past, e.g. --skip-gate shadow --reason TEXT "
-            "(gates: destinations, shadow; each skip is recorded in the audit)"
-        )
-    skips: list[str] = list(args.skip_gate or [])
-    if skips and not (args.reason or "").strip():
-        raise CliError("--skip-gate needs --reason TEXT (the audit records why)")
-    return skips
-
-
-def _moved(
-    args: argparse.Namespace, client: Any, method: Any, request: Any
-) -> cluster_pb2.ActivePointer | None:
-    """The pointer after a move, or None when gates refused it: their typed refusal (read from
-    the status details, never the message) is printed, as JSON on stdout with ``--json``."""
-    try:
-        pointer: cluster_pb2.ActivePointer = client.call(method, request)
-    except AdminError as exc:
-        refused = exc.detail(admin_pb2.ActivationRefused)
-        if refused is None:
-            raise
-        if args.json:
-            print_json({"refused": to_json(refused)})
-        print(f"cachectl: {exc}", file=sys.stderr)
-        gates = " ".join(f"--skip-gate {r.gate}" for r in refused.refusals)
-        print(
-            f"refused by: {', '.join(r.gate for r in refused.refusals)} ({gates})", file=sys.stderr
-        )
-        return None  # the gates said no: a decision, not a usage error (exit 1)
-    return pointer
-
-
-def _rollout(args: argparse.Namespace) -> int:
-    request = admin_pb2.RolloutRequest(
-        pool=args.pool or "", version=args.version, actor=actor_of(args), reason=args.reason or ""
-    )
-    request.skip_gates.extend(_skips(args))
-    if args.expect_generation is not None:
-        request.expected_generation = args.expect_generation
-    with connect(args) as client:
-        pointer = _moved(args, client, client.plans.Rollout, request)
-        if pointer is None:
-            return 1
-        try:
-            shown = client.call(
-                client.plans.GetPlan,
-                admin_pb2.GetPlanRequest(pool=pointer.pool, version=pointer.version, top_keys=1),
-            )
-            check: admin_pb2.DestinationCheck | None = shown.summary.destinations
-        except AdminError:  # rolled out but not readable: the routers will NACK it
-            check = None
-    if args.json:
-        print_json({**to_json(pointer), "destinations": to_json(check) if check else None})
-        return 0
-    print(pointer_line(pointer))
-    print(destinations_line(check) if check else "destinations: not checked (plan unreadable)")
-    return 0
-
-
-def _disable(args: argparse.Namespace) -> int:
-    request = admin_pb2.DisablePlanRequest(
-        pool=args.pool or "", actor=actor_of(args), reason=args.reason or ""
-    )
-    if args.expect_generation is not None:
-        request.expected_generation = args.expect_generation
-    with connect(args) as client:
-        return _print_pointer(args, client.call(client.plans.DisablePlan, request))
-
-
-def _rollback(args: argparse.Namespace) -> int:
-    request = admin_pb2.RollbackRequest(
-        pool=args.pool or "", to_version=args.to or "", actor=actor_of(args)
-    )
-    request.reason = args.reason or ""
-    request.skip_gates.extend(_skips(args))
-    if args.expect_generation is not None:
-        request.expected_generation = args.expect_generation
-    with connect(args) as client:
-        pointer = _moved(args, client, client.plans.Rollback, request)
-    return 1 if pointer is None else _print_pointer(args, pointer)
-
-
 def _prune(args: argparse.Namespace) -> int:
     """``plan prune``: delete old versions; never the active one or the rollback target."""
     if args.keep is not None and args.keep < 1:
@@ -425,14 +332,7 @@ def _shadow(args: argparse.Namespace) -> int:
 # -- parsers ----------------------------------------------------------------------------------
 
 
-def _generation(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
-    return value
-
-
-def _parser(
+def subcommand(
     sub: Any, name: str, help_text: str, handler: Any, *, pool: bool = True
 ) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = sub.add_parser(name, help=help_text, description=help_text)
@@ -446,50 +346,21 @@ def _parser(
 
 def register(sub: Any) -> None:
     """Add the control-plane-only ``plan`` subcommands to the ``plan`` group's subparsers."""
-    p = _parser(
+    p = subcommand(
         sub, "import", "store a plan file in the control plane (not activated)", _import, pool=False
     )
     p.add_argument("file", metavar="PLAN", help="plan file written by `plan build --rates`")
     p.add_argument("--note", help="free text stored with the plan")
 
-    p = _parser(sub, "list", "stored plan versions, newest first, and the active one", _list)
+    p = subcommand(sub, "list", "stored plan versions, newest first, and the active one", _list)
     p.add_argument("--limit", type=int, default=50, help="how many (default: %(default)s)")
 
-    p = _parser(sub, "diff", "keys moved, added and removed between two versions", _diff)
+    p = subcommand(sub, "diff", "keys moved, added and removed between two versions", _diff)
     p.add_argument("old", metavar="V1", help="from version")
     p.add_argument("new", metavar="V2", help="to version")
     p.add_argument("--limit", type=int, default=20, help="moved keys to list (default: 20)")
 
-    for name, help_text, handler in (
-        ("rollout", "make a stored version active (compare-and-set)", _rollout),
-        ("rollback", "re-activate an earlier version under a new generation", _rollback),
-        (
-            "disable",
-            "turn planned routing off: a new generation with no table (Flat-LB, no_table); "
-            "`plan rollback` restores the last plan",
-            _disable,
-        ),
-    ):
-        p = _parser(sub, name, help_text, handler)
-        if name == "rollout":
-            p.add_argument("version", metavar="VERSION", help="plan version (p + 16 hex digits)")
-        elif name == "rollback":
-            p.add_argument("--to", metavar="VERSION", help="default: the previous active one")
-        if name in ("rollout", "rollback"):
-            p.add_argument(
-                "--skip-gate", action="append", metavar="GATE",
-                help="go past this gate although it refuses: destinations (warm destinations "
-                "that are not registered nodes) or shadow (no passing shadow verdict); "
-                "repeatable, needs --reason, recorded in the audit with the actor",
-            )  # fmt: skip
-            p.add_argument("--force", action="store_true", help=argparse.SUPPRESS)
-        p.add_argument(
-            "--expect-generation", type=_generation, metavar="G",
-            help="apply only if the active generation is still G (default: as read just before)",
-        )  # fmt: skip
-        p.add_argument("--reason", help="recorded in the audit trail")
-
-    p = _parser(
+    p = subcommand(
         sub, "prune",
         "delete stored versions beyond the newest N; never the active one, the rollback target "
         "or the live guard's (audited)",
@@ -501,7 +372,9 @@ def register(sub: Any) -> None:
     )  # fmt: skip
     p.add_argument("--dry-run", action="store_true", help="say what would go, delete nothing")
 
-    p = _parser(sub, "shadow", "replay a version against Flat-LB and record the verdict", _shadow)
+    p = subcommand(
+        sub, "shadow", "replay a version against Flat-LB and record the verdict", _shadow
+    )
     p.add_argument("version", metavar="VERSION")
     p.add_argument(
         "--trace",

@@ -12,319 +12,79 @@ import asyncio
 import gc
 import sys
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 import structlog
 
 from dataplane.core.names import InvalidNameError, validate_pool
 from dataplane.core.outliers import OutlierConfig
-from dataplane.core.policies import POLICIES
 from dataplane.extproc.context import ExtProcConfig
-from dataplane.health_feedback import DEFAULT_SHARE, parse_networks
+from dataplane.health_feedback import parse_networks
 from dataplane.http_front.app import FrontConfig
 from dataplane.http_front.connections import ConnectionLimits
 from dataplane.http_front.request_keys import DEFAULT_KEY_HEADERS
+from dataplane.options import (
+    ACK_INTERVAL,
+    AUTH_FILE,
+    CORRECTION_HORIZON,
+    DECODE_NICE,
+    EXTPROC_FALLBACKS,
+    EXTPROC_HEALTH_LISTEN,
+    EXTPROC_LISTEN,
+    EXTPROC_MAX_BODY,
+    EXTPROC_POOL,
+    GRACE,
+    HEALTH_FEEDBACK_FROM,
+    HEALTH_FEEDBACK_SHARE,
+    HTTP_BODY_TIMEOUT,
+    HTTP_CONNECT_TIMEOUT,
+    HTTP_FIRST_BYTE_FLOOR,
+    HTTP_FIRST_BYTE_TIMEOUT,
+    HTTP_HEADER_TIMEOUT,
+    HTTP_IDLE_TIMEOUT,
+    HTTP_KEY_FROM_USER,
+    HTTP_LISTEN,
+    HTTP_MAX_BODY,
+    HTTP_MAX_CLIENT_CONNECTIONS,
+    HTTP_MAX_CONNECTIONS,
+    HTTP_MODEL_POOL,
+    KEY_HEADER,
+    LISTEN,
+    LOAD_INTERVAL,
+    LOAD_MAX_AGE,
+    MAX_MESSAGE_BYTES,
+    METRICS_LISTEN,
+    OPTIONS,
+    OUTLIER_BASE_EJECTION,
+    OUTLIER_CONSECUTIVE_FAILURES,
+    OUTLIER_MAX_EJECTED_SHARE,
+    OUTLIER_MAX_EJECTION,
+    PANIC_THRESHOLD,
+    PLANNING_RATE_LIMIT,
+    POLICY,
+    REDIS_URL,
+    REPORT_INTERVAL,
+    ROUTER_ID,
+    SAMPLE_BUFFER,
+    SAMPLE_FLOOR,
+    SAMPLE_INTERVAL,
+    SAMPLE_RATE,
+    SEED,
+    STARTUP_TIMEOUT,
+    TABLE_INTERVAL,
+    TOP_KEYS,
+)
 from dataplane.server import RouterConfig, RouterServer, default_router_id
 from servekit.auth_file import AuthFileError, load_auth_file
 from servekit.exposure import ALLOW_UNAUTHENTICATED, check_exposure
 from servekit.flags import (
     LOG_FORMAT,
     LOG_LEVEL,
-    LOG_OPTIONS,
-    SERVER_TLS_OPTIONS,
     add_version_flag,
-    fraction,
-    non_negative_float,
-    non_negative_int,
-    optional_path,
-    positive_float,
-    positive_int,
     server_tls,
 )
 from servekit.grpc_server import run_until_signal
 from servekit.logging import configure_logging
-from servekit.options import Option, OptionSet, SettingsError, list_option, switch
-
-D = RouterConfig(router_id="")
-FRONT = FrontConfig()
-EXTPROC = ExtProcConfig()
-OUTLIERS = OutlierConfig()
-MIN_MESSAGE_BYTES = 64 * 1024
-
-
-def message_bytes(text: str) -> int:
-    value = int(text)
-    if value < MIN_MESSAGE_BYTES:
-        raise argparse.ArgumentTypeError(f"must be >= {MIN_MESSAGE_BYTES}, got {text!r}")
-    return value
-
-
-def optional_text(text: str) -> str | None:
-    return text or None
-
-
-LISTEN = Option("listen", D.listen, str, "gRPC listen address HOST:PORT (port 0: any)")
-REDIS_URL = Option("redis_url", D.redis_url, str, "Redis holding plans, pointers and loads")
-ROUTER_ID: Option[str | None] = Option(
-    "router_id", None, optional_text, "id in ACKs and reports", shown_default="hostname-pid"
-)
-POLICY = Option("policy", D.policy, str, "routing policy", choices=tuple(sorted(POLICIES)))
-SEED = Option("seed", D.seed, int, "seed of the policies' random choices")
-TABLE_INTERVAL = Option(
-    "table_interval",
-    D.table_interval_s,
-    positive_float,
-    "seconds between re-reads of the active pointers (hints also trigger one)",
-)
-ACK_INTERVAL = Option(
-    "ack_interval", D.ack_interval_s, positive_float, "seconds between ACK/NACK heartbeats"
-)
-LOAD_INTERVAL = Option(
-    "load_interval",
-    D.load_interval_s,
-    positive_float,
-    "seconds between re-reads of the load snapshots (hints also push them)",
-)
-REPORT_INTERVAL = Option(
-    "report_interval",
-    D.report_interval_s,
-    positive_float,
-    "seconds per traffic report (heavy hitters + total)",
-)
-TOP_KEYS = Option(
-    "top_keys", D.top_keys, positive_int, "keys tracked per pool by the Space-Saving counter"
-)
-SAMPLE_RATE = Option(
-    "sample_rate",
-    D.sample_rate,
-    fraction,
-    "probability that a request is written to the sampled trace",
-)
-SAMPLE_FLOOR = Option(
-    "sample_floor",
-    D.sample_floor,
-    non_negative_float,
-    "samples per second the rate rises towards (up to 1) when traffic is too thin for "
-    "--sample-rate to give a shadow replay enough (0: a fixed rate)",
-)
-SAMPLE_INTERVAL = Option(
-    "sample_interval",
-    D.sample_interval_s,
-    positive_float,
-    "seconds between writes of the sampled trace",
-)
-SAMPLE_BUFFER = Option(
-    "sample_buffer",
-    D.sample_buffer,
-    non_negative_int,
-    "samples held between writes; more are dropped and counted",
-)
-CORRECTION_HORIZON = Option(
-    "correction_horizon",
-    D.correction_horizon_s,
-    float,
-    "seconds a decision counts as in-flight load without a newer snapshot",
-)
-PANIC_THRESHOLD = Option(
-    "panic_threshold",
-    D.panic_threshold,
-    fraction,
-    "below this share of healthy undrained nodes in a pool, route over all undrained nodes "
-    "instead of failing (0: never)",
-)
-LOAD_MAX_AGE = Option(
-    "load_max_age",
-    D.load_max_age_s,
-    positive_float,
-    "seconds after which a load snapshot is too old: only in-flight counts are compared",
-)
-OUTLIER_CONSECUTIVE_FAILURES = Option(
-    "outlier_consecutive_failures",
-    OUTLIERS.consecutive_failures,
-    non_negative_int,
-    "eject an engine from this router's routing after this many failed attempts in a row "
-    "(connect error, timeout, 5xx; 0: passive health off)",
-)
-OUTLIER_BASE_EJECTION = Option(
-    "outlier_base_ejection",
-    OUTLIERS.base_ejection_s,
-    positive_float,
-    "seconds of a first ejection; each repeated ejection adds as much again",
-)
-OUTLIER_MAX_EJECTION = Option(
-    "outlier_max_ejection", OUTLIERS.max_ejection_s, positive_float, "longest ejection, seconds"
-)
-OUTLIER_MAX_EJECTED_SHARE = Option(
-    "outlier_max_ejected_share",
-    OUTLIERS.max_ejected_share,
-    fraction,
-    "at most this share of a pool's undrained engines is ejected at once (at least one, never "
-    "the last)",
-)
-AUTH_FILE: Option[Path | None] = Option(
-    "auth_file",
-    None,
-    optional_path,
-    "the control plane's auth file (YAML of {name, role, sha256|subject}): Route callers are "
-    "named by their bearer token or certificate; unknown callers are served but not counted for "
-    "planning",
-)
-HEALTH_FEEDBACK_SHARE = Option(
-    "health_feedback_share",
-    DEFAULT_SHARE,
-    fraction,
-    "at most this share of a pool's engines may be ejected through one caller's Release "
-    "outcomes at once (at least one); with --auth-file only its clients' outcomes count",
-)
-HEALTH_FEEDBACK_FROM = Option(
-    "health_feedback_from", "", str,
-    "comma-separated CIDRs whose callers' Release outcomes count for passive health (besides "
-    "--auth-file clients); set without an auth file, only these callers count",
-    shown_default="''",
-)  # fmt: skip
-PLANNING_RATE_LIMIT = Option(
-    "planning_rate_limit",
-    D.planning_rate_limit,
-    non_negative_float,
-    "Route requests per second per caller (token name, else peer address) that count for "
-    "planning; the rest are served, not counted (0: no limit)",
-)
-MAX_MESSAGE_BYTES = Option(
-    "max_message_bytes",
-    D.max_message_bytes,
-    message_bytes,
-    "largest gRPC message the router accepts or sends (RESOURCE_EXHAUSTED beyond)",
-)
-STARTUP_TIMEOUT = Option(
-    "startup_timeout",
-    D.startup_timeout_s,
-    positive_float,
-    "seconds the first sync with Redis may take before serving anyway",
-)
-GRACE = Option("grace", D.grace_s, float, "seconds in-flight RPCs get to finish on SIGTERM")
-DECODE_NICE = Option(
-    "decode_nice",
-    D.decode_nice,
-    int,
-    "OS nice increment of the table-decode thread (0: same priority as serving)",
-)
-METRICS_LISTEN = Option(
-    "metrics_listen",
-    str(D.metrics_listen),
-    str,
-    "Prometheus /metrics HOST:PORT (port 0: any, logged); 'off' disables it",
-)
-HTTP_LISTEN: Option[str | None] = Option(
-    "http_listen",
-    None,
-    optional_text,
-    "serve the OpenAI-compatible HTTP front on HOST:PORT (port 0: any, logged); off when not given",
-)
-HTTP_MAX_BODY = Option(
-    "http_max_body",
-    FRONT.max_body_bytes,
-    int,
-    "largest request body the front accepts, bytes (larger: 413)",
-)
-HTTP_FIRST_BYTE_TIMEOUT = Option(
-    "http_first_byte_timeout",
-    FRONT.first_byte_timeout_s,
-    float,
-    "seconds an engine may take to start answering before the front retries elsewhere",
-)
-HTTP_FIRST_BYTE_FLOOR = Option(
-    "http_first_byte_floor", FRONT.first_byte_floor_s, positive_float,
-    "shortest first-byte timeout: an engine's own is 4 x its slowest of the last 32 answers, "
-    "within [this, --http-first-byte-timeout]",
-)  # fmt: skip
-HTTP_CONNECT_TIMEOUT = Option(
-    "http_connect_timeout", FRONT.connect_timeout_s, float, "seconds to connect to an engine"
-)
-LIMITS = ConnectionLimits()
-HTTP_MAX_CONNECTIONS = Option(
-    "http_max_connections", LIMITS.total, positive_int,
-    "most open HTTP connections (also capped to fit the open-file limit: (soft limit - 256) / 2)",
-)  # fmt: skip
-HTTP_MAX_CLIENT_CONNECTIONS = Option(
-    "http_max_client_connections", LIMITS.per_client, positive_int,
-    "most open HTTP connections from one client address (more are closed at accept)",
-)  # fmt: skip
-HTTP_HEADER_TIMEOUT = Option(
-    "http_header_timeout", LIMITS.header_timeout_s, positive_float,
-    "seconds a new connection has to send its first request's headers",
-)  # fmt: skip
-HTTP_IDLE_TIMEOUT = Option(
-    "http_idle_timeout", LIMITS.idle_timeout_s, positive_float,
-    "seconds a keep-alive connection may idle (or take over its next request's headers)",
-)  # fmt: skip
-HTTP_BODY_TIMEOUT = Option(
-    "http_body_timeout", LIMITS.body_timeout_s, positive_float,
-    "seconds a request body has to arrive (then 408)",
-)  # fmt: skip
-HTTP_KEY_FROM_USER = switch(
-    "http_key_from_user",
-    "route by the body's 'user' field when there is no key header or prompt_cache_key",
-)
-HTTP_MODEL_POOL = list_option(
-    "http_model_pool",
-    "requests for MODEL go to POOL without an x-cacheroute-pool header (repeatable)",
-    metavar="MODEL=POOL",
-)
-KEY_HEADER = list_option(
-    "key_header",
-    "headers that carry a routing key, first present wins, before the body's "
-    f"prompt_cache_key (repeatable; both doors; default: {' '.join(DEFAULT_KEY_HEADERS)})",
-    metavar="NAME",
-)
-EXTPROC_LISTEN: Option[str | None] = Option(
-    "extproc_listen",
-    None,
-    optional_text,
-    "serve the Envoy ext_proc Endpoint Picker (envoy.service.ext_proc.v3.ExternalProcessor) on "
-    "HOST:PORT (convention: 9002); off when not given",
-)
-EXTPROC_HEALTH_LISTEN: Option[str | None] = Option(
-    "extproc_health_listen",
-    None,
-    optional_text,
-    "serve the picker's gRPC health services (liveness, readiness, "
-    "envoy.service.ext_proc.v3.ExternalProcessor) on HOST:PORT (convention: 9003)",
-)
-EXTPROC_POOL = Option(
-    "extproc_pool",
-    EXTPROC.pool,
-    str,
-    "pool of picker requests without an x-cacheroute-pool header (one InferencePool per pool)",
-    shown_default="default",
-)
-EXTPROC_MAX_BODY = Option(
-    "extproc_max_body",
-    EXTPROC.max_body_bytes,
-    positive_int,
-    "largest request body the picker reads for a key, bytes (larger: the gateway answers 413)",
-)
-EXTPROC_FALLBACKS = Option(
-    "extproc_fallbacks",
-    EXTPROC.fallbacks,
-    non_negative_int,
-    "fallback endpoints after the decision in x-gateway-destination-endpoint",
-)
-OPTIONS = OptionSet(
-    LISTEN, REDIS_URL, ROUTER_ID, POLICY, SEED, TABLE_INTERVAL, ACK_INTERVAL, LOAD_INTERVAL,
-    REPORT_INTERVAL, TOP_KEYS, SAMPLE_RATE, SAMPLE_FLOOR, SAMPLE_INTERVAL, SAMPLE_BUFFER,
-    CORRECTION_HORIZON,
-    PANIC_THRESHOLD, LOAD_MAX_AGE, OUTLIER_CONSECUTIVE_FAILURES, OUTLIER_BASE_EJECTION,
-    OUTLIER_MAX_EJECTION, OUTLIER_MAX_EJECTED_SHARE, AUTH_FILE, ALLOW_UNAUTHENTICATED,
-    HEALTH_FEEDBACK_SHARE, HEALTH_FEEDBACK_FROM, PLANNING_RATE_LIMIT, MAX_MESSAGE_BYTES,
-    STARTUP_TIMEOUT, GRACE,
-    DECODE_NICE,
-    METRICS_LISTEN, HTTP_LISTEN, HTTP_MAX_BODY, HTTP_FIRST_BYTE_TIMEOUT, HTTP_CONNECT_TIMEOUT,
-    HTTP_KEY_FROM_USER, HTTP_MODEL_POOL, HTTP_FIRST_BYTE_FLOOR, HTTP_MAX_CONNECTIONS,
-    HTTP_MAX_CLIENT_CONNECTIONS,
-    HTTP_HEADER_TIMEOUT, HTTP_IDLE_TIMEOUT, HTTP_BODY_TIMEOUT, KEY_HEADER, EXTPROC_LISTEN,
-    EXTPROC_HEALTH_LISTEN, EXTPROC_POOL, EXTPROC_MAX_BODY, EXTPROC_FALLBACKS, SERVER_TLS_OPTIONS,
-    LOG_OPTIONS,
-)  # fmt: skip
+from servekit.options import SettingsError
 
 
 def build_parser() -> argparse.ArgumentParser:
