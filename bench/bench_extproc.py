@@ -38,7 +38,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -48,11 +47,13 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from cacheroute.v1 import cluster_pb2  # noqa: E402
-from cacheroute_state import open_stores  # noqa: E402
 from cacheroute_state.embedded import EmbeddedRedis  # noqa: E402
-from servekit.processes import die_with_parent, free_port  # noqa: E402
+from servekit.processes import free_port  # noqa: E402
 from tests.support.envoy import Envoy  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "bench"))
+# The HTTP front's benchmark already spawns, waits for and measures the same processes.
+from bench_http_front import cpu_s, publish_one_engine, spawn, wait_http  # noqa: E402
 
 HOST = "127.0.0.1"
 BODY = {"prompt": "benchmark prompt for the picker", "max_tokens": 16, "stream": True}
@@ -141,38 +142,10 @@ def client(url: str, mode: str, engine: str, streams: int, duration_s: float) ->
     print(json.dumps(asyncio.run(main())))
 
 
-def _spawn(*args: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, *args],
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        preexec_fn=die_with_parent(),  # noqa: PLW1509 - only sets the parent-death signal
-    )
-
-
-def _wait_http(url: str, timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            with urllib.request.urlopen(url, timeout=1):
-                return
-        except OSError:
-            pass
-        if time.monotonic() > deadline:
-            raise SystemExit(f"{url} not ready within {timeout_s} s")
-        time.sleep(0.1)
-
-
-def _cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _measure(
     url: str, mode: str, engine: str, streams: int, duration_s: float, pids: tuple[int, ...]
 ) -> dict[str, Any]:
-    before = [_cpu_s(pid) for pid in pids]
+    before = [cpu_s(pid) for pid in pids]
     out = subprocess.run(
         [sys.executable, __file__, "client", url, mode, engine, str(streams), str(duration_s)],
         cwd=ROOT,
@@ -181,25 +154,10 @@ def _measure(
         timeout=duration_s + 60,
     )
     result: dict[str, Any] = json.loads(out.stdout)
-    spent = [_cpu_s(pid) - b for pid, b in zip(pids, before, strict=True)]
+    spent = [cpu_s(pid) - b for pid, b in zip(pids, before, strict=True)]
     result["proxy_cpu_s"] = sum(spent)
     result["router_cpu_s"] = spent[1] if len(spent) > 1 else 0.0  # the picker's own share
     return result
-
-
-async def _publish(redis_url: str, engine: str) -> None:
-    stores = open_stores(redis_url)
-    try:
-        await stores.cluster.publish_load(
-            cluster_pb2.LoadSnapshot(
-                pool="default",
-                seq=1,
-                observed_at_unix_ms=int(time.time() * 1000),
-                nodes=[cluster_pb2.NodeLoad(node_id="engine-0", address=engine, healthy=True)],
-            )
-        )
-    finally:
-        await stores.close()
 
 
 def _probe(url: str, mode: str, engine: str) -> None:
@@ -222,17 +180,17 @@ def orchestrate(args: argparse.Namespace) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix="bench-extproc-"))
     try:
         procs.append(
-            _spawn("-m", "simengine", "--listen", engine, "--profile", "llama-3.1-8b-bf16-h100",
+            spawn("-m", "simengine", "--listen", engine, "--profile", "llama-3.1-8b-bf16-h100",
                    "--speedup", "1000", "--log-level", "warning")
         )  # fmt: skip
-        _wait_http(f"http://{engine}/health")
-        asyncio.run(_publish(redis.url, engine))
+        wait_http(f"http://{engine}/health")
+        asyncio.run(publish_one_engine(redis.url, engine))
         procs.append(
-            _spawn("-m", "dataplane", "--listen", f"{HOST}:0", "--redis-url", redis.url,
+            spawn("-m", "dataplane", "--listen", f"{HOST}:0", "--redis-url", redis.url,
                    "--extproc-listen", f"{HOST}:{picker_port}", "--metrics-listen", "off",
                    "--log-level", "warning")
         )  # fmt: skip
-        procs.append(_spawn(__file__, "bare", str(bare_port), engine))
+        procs.append(spawn(__file__, "bare", str(bare_port), engine))
         with_epp = Envoy(workdir, engines=[(HOST, engine_port)], pickers=[(HOST, picker_port)])
         fixed = Envoy(workdir, engines=[(HOST, engine_port)], ext_proc=False)
         with_bare = Envoy(workdir, engines=[(HOST, engine_port)], pickers=[(HOST, bare_port)])

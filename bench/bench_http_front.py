@@ -133,7 +133,7 @@ def client(url: str, streams: int, duration_s: float) -> None:
 # -- the orchestrator ---------------------------------------------------------------------------
 
 
-def _spawn(*args: str) -> subprocess.Popen[bytes]:
+def spawn(*args: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, *args],
         cwd=ROOT,
@@ -143,7 +143,7 @@ def _spawn(*args: str) -> subprocess.Popen[bytes]:
     )
 
 
-def _wait_http(url: str, timeout_s: float = 60.0, accept: Any = None) -> None:
+def wait_http(url: str, timeout_s: float = 60.0, accept: Any = None) -> None:
     deadline = time.monotonic() + timeout_s
     while True:
         try:
@@ -158,7 +158,7 @@ def _wait_http(url: str, timeout_s: float = 60.0, accept: Any = None) -> None:
         time.sleep(0.1)
 
 
-def _cpu_s(pid: int) -> float:
+def cpu_s(pid: int) -> float:
     """User + system CPU seconds a process has used (Linux ``/proc``)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -167,7 +167,7 @@ def _cpu_s(pid: int) -> float:
 def _measure(
     url: str, streams: int, duration_s: float, pids: tuple[int, ...] = ()
 ) -> dict[str, Any]:
-    before = [_cpu_s(pid) for pid in pids]
+    before = [cpu_s(pid) for pid in pids]
     out = subprocess.run(
         [sys.executable, __file__, "client", url, str(streams), str(duration_s)],
         cwd=ROOT,
@@ -176,11 +176,11 @@ def _measure(
         timeout=duration_s + 60,
     )
     result: dict[str, Any] = json.loads(out.stdout)
-    result["proxy_cpu_s"] = sum(_cpu_s(pid) - b for pid, b in zip(pids, before, strict=True))
+    result["proxy_cpu_s"] = sum(cpu_s(pid) - b for pid, b in zip(pids, before, strict=True))
     return result
 
 
-async def _publish(redis_url: str, engine: str) -> None:
+async def publish_one_engine(redis_url: str, engine: str) -> None:
     stores = open_stores(redis_url)
     try:
         await stores.cluster.publish_load(
@@ -202,7 +202,7 @@ def orchestrate(args: argparse.Namespace) -> dict[str, Any]:
     redis = EmbeddedRedis().start()
     try:
         procs.append(
-            _spawn(
+            spawn(
                 "-m",
                 "simengine",
                 "--listen",
@@ -215,10 +215,10 @@ def orchestrate(args: argparse.Namespace) -> dict[str, Any]:
                 "warning",
             )
         )
-        _wait_http(f"http://{engine}/health")
-        asyncio.run(_publish(redis.url, engine))
+        wait_http(f"http://{engine}/health")
+        asyncio.run(publish_one_engine(redis.url, engine))
         procs.append(
-            _spawn(
+            spawn(
                 "-m",
                 "dataplane",
                 "--listen",
@@ -233,11 +233,11 @@ def orchestrate(args: argparse.Namespace) -> dict[str, Any]:
                 "warning",
             )
         )
-        procs.append(_spawn(__file__, "bare", str(bare_port), f"http://{engine}"))
+        procs.append(spawn(__file__, "bare", str(bare_port), f"http://{engine}"))
         engine_pid, router_pid, bare_pid = (p.pid for p in procs)
         proxy_pids = {"direct": (), "bare": (bare_pid,), "front": (router_pid,)}
         del engine_pid
-        _wait_http(
+        wait_http(
             f"http://{HOST}:{front_port}/health",
             accept=lambda d: json.loads(d)["eligible_engines"].get("default") == 1,
         )
