@@ -35,6 +35,7 @@ from tests.support.envoy import Envoy
 from tests.support.factories import small_plan, store_plan
 from tests.support.polling import eventually
 from tests.support.router import QUIET, rollout, warm_keys
+from tests.support.streams import streams_through_a_kill
 
 pytestmark = [pytest.mark.redis, pytest.mark.grpc, pytest.mark.e2e, pytest.mark.slow]
 MODEL = DEFAULT_PROFILE
@@ -193,29 +194,9 @@ async def test_a_killed_engine_is_answered_by_the_fallback_and_fails_nothing_uns
         engines.wait_ready()
         async with gateway(redis_url, stores, engines, tmp_path) as gw:
             api = gw.client()
-            failures: list[tuple[bool, str]] = []
-            finished: list[bool] = []
-
-            async def one(index: int) -> None:
-                began = False
-                try:
-                    stream = await api.chat.completions.create(
-                        model=MODEL, messages=MESSAGES, max_tokens=40, stream=True,
-                        extra_body={"prompt_cache_key": f"tenant-{index % 13}"},
-                    )  # fmt: skip
-                    async for _chunk in stream:
-                        began = True
-                except Exception as exc:
-                    failures.append((began, repr(exc)))
-                finished.append(began)
-
-            tasks = []
-            for index in range(80):
-                tasks.append(asyncio.create_task(one(index)))
-                if index == 30:
-                    engines.kill(2)
-                await asyncio.sleep(0.05)
-            await asyncio.gather(*tasks)
+            finished, failures = await streams_through_a_kill(
+                api, MODEL, MESSAGES, lambda: engines.kill(2)
+            )
             assert len(finished) == 80
             assert [f for f in failures if not f[0]] == []
             assert (

@@ -17,6 +17,7 @@ from tests.dataplane.http_front.conftest import SimEngines, front_url, running_f
 from tests.dataplane.http_front.metrics_util import in_flight, metric_sum, node_load
 from tests.support.factories import small_plan, store_plan
 from tests.support.router import rollout, warm_keys
+from tests.support.streams import streams_through_a_kill
 
 pytestmark = [pytest.mark.redis, pytest.mark.grpc]
 MODEL = DEFAULT_PROFILE  # simengine serves its profile's name
@@ -68,29 +69,9 @@ async def test_killing_an_engine_fails_no_request_that_had_not_started_streaming
 ) -> None:
     async with running_front(redis_url, stores, engines.addresses) as server:
         api = client(server)
-        started: list[bool] = []
-        failures: list[tuple[bool, str]] = []
-
-        async def one(index: int) -> None:
-            began = False
-            try:
-                stream = await api.chat.completions.create(
-                    model=MODEL, messages=MESSAGES, max_tokens=40, stream=True,
-                    extra_body={"prompt_cache_key": f"tenant-{index % 13}"},
-                )  # fmt: skip
-                async for _chunk in stream:
-                    began = True
-            except Exception as exc:
-                failures.append((began, repr(exc)))
-            started.append(began)
-
-        tasks = []
-        for index in range(80):
-            tasks.append(asyncio.create_task(one(index)))
-            if index == 30:
-                engines.kill(2)
-            await asyncio.sleep(0.05)
-        await asyncio.gather(*tasks)
+        started, failures = await streams_through_a_kill(
+            api, MODEL, MESSAGES, lambda: engines.kill(2)
+        )
         assert len(started) == 80
         unstarted = [f for f in failures if not f[0]]
         assert unstarted == []
