@@ -61,6 +61,41 @@ for study in "$@"; do
         --policies cacheroute_online --ladder 140,160 --ref-qps 140
       run routers16_sglang_key capacity "${testbed[@]}" --routers 16 --front key --seeds 4,5,6 \
         --policies sglang --ladder 100,140 --ref-qps 100 ;;
+    online5-*)  # issue 22, this round: every at-a-glance row on the paper's five seeds (2-3 tuned
+      # the frozen parameters, 4-6 held out), with q_cap as each row's study measured it
+      case ${study#online5-} in
+        table1) run online5_table1 capacity "${testbed[@]}" --q-cap 3.0546875 --seeds 2,3,4,5,6 \
+          --policies cacheroute_online ;;
+        echo_off) run online5_echo_off capacity "${testbed[@]}" --q-cap 3.0546875 --seeds 2,3,4,5,6 \
+          --policies cacheroute_online --no-session-echo --ladder 100,140,160,180,220 ;;
+        topk256) run online5_topk256 capacity "${testbed[@]}" --top-k 256 --q-cap 2.671875 \
+          --seeds 2,3,4,5,6 --policies cacheroute_online ;;
+        topk256_base) run online5_topk256_base capacity "${testbed[@]}" --top-k 256 \
+          --q-cap 2.671875 --seeds 5,6 ;;
+        gamma) run online5_gamma capacity "${testbed[@]}" --option arrival=gamma --option cv=1.9 \
+          --q-cap 2.0 --seeds 2,3,4,5,6 --policies cacheroute_online ;;
+        gamma_base) run online5_gamma_base capacity "${testbed[@]}" --option arrival=gamma \
+          --option cv=1.9 --q-cap 2.0 --seeds 5,6 --policies "$key" ;;
+        public) run online5_public capacity --workload paper --profile llama-3.3-70b-fp8-tp2-h100 \
+          --q-cap 20.25 --seeds 2,3,4,5,6 --policies cacheroute_online \
+          --ladder 600,700,800,900,1000,1200 ;;
+        routers4 | routers16)  # 1/4/16 routers, held-out seeds 4-6, under each front tier
+          n=${study#online5-routers}
+          many=("${testbed[@]}" --q-cap 3.0546875 --routers "$n" --seeds 4,5,6 \
+            --ladder 80,100,140,160,180)
+          sync=(--tree-sync-ms 1000 --policy-param sglang.tie_order=random)
+          # the order is what matters most: the issue's 1.3x compares the first four
+          for variant in online:round_robin sglang:key sglang_sync:round_robin sglang_sync:key \
+            online:key online:session sglang:session; do
+            policy=${variant%%:*} front=${variant#*:} extra=()
+            [ "$policy" = sglang_sync ] && extra=("${sync[@]}")
+            [ "$policy" = online ] && name=cacheroute_online || name=sglang
+            run "online5_r${n}_${policy}_$front" capacity "${many[@]}" --front "$front" \
+              "${extra[@]}" --policies "$name"
+          done
+          run "online5_r${n}_cacheroute_round_robin" capacity "${many[@]}" --policies cacheroute ;;
+        *) echo "unknown study $study" >&2; exit 2 ;;
+      esac ;;
     *) echo "unknown study $study" >&2; exit 2 ;;
   esac
 done
