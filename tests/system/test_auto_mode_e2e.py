@@ -87,7 +87,7 @@ async def test_automatic_mode_rolls_out_a_passing_plan_and_the_guard_catches_a_s
                 "plans", "SetAutoMode",
                 admin_pb2.SetAutoModeRequest(pool="default", enabled=True, actor="alice"),
             )  # fmt: skip
-            assert enabled.enabled and enabled.actor == "alice"
+            assert enabled.enabled and enabled.actor == "unverified:alice"
 
             async def rolled_out() -> cluster_pb2.ActivePointer | None:
                 pool = await cluster.status()
