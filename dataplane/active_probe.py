@@ -3,7 +3,8 @@
 When to probe and what a result changes is :mod:`dataplane.core.active_probes`; this adapter
 runs every ``--active-probe-interval`` (2 s; 0: off): for each pool whose last applied snapshot
 is older than ``--active-probe-after-stale`` (10 s) it opens one TCP connection to every
-destination's address within ``--active-probe-timeout`` (1 s), all at once, and closes it. A pool
+destination's address within ``--active-probe-timeout`` (1 s), all at once, and closes it, and
+hands the round's results to the core. A pool
 whose snapshots are fresh again gets its probe ejections dropped. The snapshot age is the wall
 clock (``time.time``), as the router's load view keeps it.
 
@@ -26,7 +27,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from dataplane.core.active_probes import (
     ProbeChange,
     ProbeConfig,
-    report_probe,
+    report_round,
     reset_probes,
     should_probe,
 )
@@ -104,27 +105,25 @@ class ActiveProber:
         targets = list(zip(nodes.ids, nodes.addresses, strict=True))
         timeout = self.config.timeout_s
         results = await asyncio.gather(*(tcp_probe(address, timeout) for _, address in targets))
-        changes = []
-        for (node_id, address), ok in zip(targets, results, strict=True):
-            if ok is None:
-                continue
+        judged = {n: ok for (n, _), ok in zip(targets, results, strict=True) if ok is not None}
+        for ok in judged.values():
             self.probes.labels(name, "ok" if ok else "failed").inc()
-            # The view may have been replaced while probing: judge against the current one.
-            change = report_probe(state.probes, state.outliers, state.view, node_id, ok)
-            if change is None:
-                continue
-            changes.append(change)
+        # The view may have been replaced while probing: judge against the current one.
+        changes = report_round(state.probes, state.outliers, state.view, judged)
+        addresses = dict(targets)
+        for change in changes:
             if change.ejected:
-                self.ejections.labels(name, node_id).inc()
+                self.ejections.labels(name, change.node_id).inc()
                 log.warning(
                     "destination ejected by active probe",
-                    pool=name, node=node_id, address=address,
+                    pool=name, node=change.node_id, address=addresses[change.node_id],
                     consecutive_failures=change.failures, snapshot_age_s=round(age_s, 1),
                 )  # fmt: skip
             else:
                 log.info(
-                    "probed destination restored", pool=name, node=node_id, reason="probe succeeded"
-                )
+                    "probed destination restored",
+                    pool=name, node=change.node_id, reason="probe succeeded",
+                )  # fmt: skip
         return changes
 
     def _fresh_again(self, name: str, state: PoolState) -> list[ProbeChange]:

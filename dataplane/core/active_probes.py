@@ -15,6 +15,9 @@ share of decisions indefinitely. Only then does the router probe:
   ejected at once, by either mechanism, never the last one (a router whose own network broke
   would otherwise eject every engine); a refused ejection stays pending and is retried on the
   next failed probe;
+* a round in which *no* destination accepted a connection ejects nothing: the router's own
+  network (or a network policy between routers and engines, when only the callers reach them)
+  is then the likelier cause than every engine dying at once;
 * when a fresh snapshot arrives the control plane's health is the truth again: every probe
   ejection and streak is dropped (:meth:`ActiveProbes.reset`).
 
@@ -24,6 +27,7 @@ Pure: the caller probes, keeps the clock and passes ages in seconds.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -120,18 +124,25 @@ class ActiveProbes:
         return ejected + 1 <= cap and members - ejected - 1 >= 1
 
 
-def report_probe(
-    probes: ActiveProbes, detector: OutlierDetector, view: LoadView, node_id: str, ok: bool
-) -> ProbeChange | None:
-    """One probe's result on ``node_id`` of the pool ``view`` shows; the change it caused,
-    already shown to the view (through ``detector.probed``, next to passive health's)."""
-    if node_id not in view.nodes.index:
-        return None  # the node left the pool while it was probed
-    change = probes.record(node_id, ok, undrained(view), detector.ejected)
-    if change is not None:
+def report_round(
+    probes: ActiveProbes, detector: OutlierDetector, view: LoadView, results: Mapping[str, bool]
+) -> list[ProbeChange]:
+    """One round's results (node id → connected) on the pool ``view`` shows; the changes they
+    caused, already shown to the view (through ``detector.probed``, next to passive health's).
+    With no success in the round its failures are not counted (module docstring)."""
+    if not any(results.values()):
+        return []
+    changes = []
+    for node_id, ok in results.items():
+        if node_id not in view.nodes.index:
+            continue  # the node left the pool while it was probed
+        change = probes.record(node_id, ok, undrained(view), detector.ejected)
+        if change is not None:
+            changes.append(change)
+    if changes:
         detector.probed = probes.ejected
         apply_ejections(detector, view)
-    return change
+    return changes
 
 
 def reset_probes(probes: ActiveProbes, detector: OutlierDetector, view: LoadView) -> list[str]:

@@ -9,7 +9,7 @@ from dataplane.core.active_probes import (
     ActiveProbes,
     ProbeChange,
     ProbeConfig,
-    report_probe,
+    report_round,
     reset_probes,
     should_probe,
 )
@@ -89,7 +89,7 @@ def snapshot(ids: list[str], seq: int) -> cluster_pb2.LoadSnapshot:
     )
 
 
-def test_the_router_routes_around_a_probe_ejection_next_to_passive_health() -> None:
+def flat_router() -> Router:
     router = Router(
         policy="flat",
         outliers=OutlierConfig(consecutive_failures=1, max_ejected_share=1.0),
@@ -97,20 +97,40 @@ def test_the_router_routes_around_a_probe_ejection_next_to_passive_health() -> N
         panic_threshold=0.0,
     )
     router.apply_load(snapshot(["a", "b", "c"], 1), now=1.0)
+    return router
+
+
+def test_the_router_routes_around_a_probe_ejection_next_to_passive_health() -> None:
+    router = flat_router()
     state = router.pools["default"]
     inp = parse_request(routing_pb2.RouteRequest(key="k"))
-    changes = [report_probe(state.probes, state.outliers, state.view, "a", False) for _ in range(3)]
-    assert changes[-1] == ProbeChange("a", True, 3)
+    a_down = {"a": False, "b": True, "c": True}
+    rounds = [report_round(state.probes, state.outliers, state.view, a_down) for _ in range(3)]
+    assert rounds == [[], [], [ProbeChange("a", True, 3)]]
     assert {router.route(inp, 2.0).node_id for _ in range(60)} == {"b", "c"}
     report_outcome(state.outliers, state.view, "b", False, 2.0)  # passive health ejects b too
     assert {router.route(inp, 2.0).node_id for _ in range(30)} == {"c"}
     # a membership change builds a new view: the probe ejection carries over by node id
     router.apply_load(snapshot(["a", "b", "c", "d"], 2), now=3.0)
     assert {router.route(inp, 4.0).node_id for _ in range(60)} == {"c", "d"}
-    assert report_probe(state.probes, state.outliers, state.view, "a", True) is not None
+    back = report_round(state.probes, state.outliers, state.view, {"a": True, "gone": False})
+    assert back == [ProbeChange("a", False, 0)]  # a node that left the pool is not judged
     assert "a" in {router.route(inp, 4.0).node_id for _ in range(100)}
     for _ in range(3):
-        report_probe(state.probes, state.outliers, state.view, "d", False)
+        report_round(state.probes, state.outliers, state.view, {"d": False, "c": True})
     assert reset_probes(state.probes, state.outliers, state.view) == ["d"]
     assert "d" in {router.route(inp, 4.0).node_id for _ in range(100)}
-    assert report_probe(state.probes, state.outliers, state.view, "gone", False) is None
+
+
+def test_a_round_in_which_no_destination_answers_ejects_nothing() -> None:
+    """The router's own network is then the likelier fault than every engine at once."""
+    router = flat_router()
+    state = router.pools["default"]
+    for _ in range(5):
+        all_down = dict.fromkeys("abc", False)
+        assert report_round(state.probes, state.outliers, state.view, all_down) == []
+    assert state.probes.ejected == frozenset()
+    # ... and those rounds start no streak: two failures next to a success do not eject yet
+    for _ in range(2):
+        report_round(state.probes, state.outliers, state.view, {"a": False, "b": True})
+    assert state.probes.ejected == frozenset()
