@@ -8,7 +8,7 @@ loops (each skips its tick while the instance does not lead):
 | leader election | lease TTL / 3 (1 s) | acquire or renew the ``controlplane`` lease |
 | load snapshots | ``--load-publish-interval`` (0.25 s) | one LoadSnapshot per pool |
 | rate estimator | ``--rate-update-interval`` (1 s) | fold new traffic reports in, save state |
-| report sweep | retention / 10, 0.25-60 s | forget reports past ``--report-retention`` (600 s) |
+| report sweep | retention / 10 (tick to 60 s) | forget reports older than ``--report-retention`` |
 | planner | ``--plan-interval`` (off by default) | build and store a plan per pool |
 | live guard | 1 s | pool p99 TTFT gauges; watch and judge rollouts (``live_guard.py``) |
 | automatic mode | ``--auto-interval`` (60 s) | build, shadow, roll out if it passes (auto_mode) |
