@@ -85,8 +85,8 @@ def add_target_flags(parser: argparse.ArgumentParser) -> None:
         help=f"file holding the bearer token (default: ${TOKEN_ENV}; never on the command line)",
     )
     group.add_argument(
-        "--actor", help="who to record in the audit trail (default: cachectl:$USER; with "
-        "authentication the server records the token's name instead)"
+        "--actor", help="who to record in the audit trail (default: cachectl:$USER; without "
+        "authentication the server records it as unverified:ACTOR, with it the token's name)"
     )  # fmt: skip
 
 

@@ -2,12 +2,13 @@
 
     cachectl audit                                    # the newest 100 events of every pool
     cachectl audit --pool default --action rollout    # one pool's rollouts
-    cachectl audit --actor cachectl:alice --since 2h  # what alice did in the last two hours
+    cachectl audit --by ops-alice --since 2h          # what alice did in the last two hours
     cachectl audit --since 2026-12-01T09:00:00Z --until 2026-12-01T10:00:00Z --json
 
 Times are a duration back from now (``90s``, ``15m``, ``2h``, ``3d``) or an ISO-8601 instant
 (``Z`` or an offset; without one, UTC). The table is newest first; ``--json`` prints the events
-in the proto3 JSON mapping.
+in the proto3 JSON mapping. ``--by`` matches the recorded actor exactly: the authenticated name
+with ``--auth-file``, else the claimed one as ``unverified:NAME`` (``unverified:cachectl:alice``).
 """
 
 from __future__ import annotations

@@ -203,6 +203,12 @@ class ClusterStore(ABC):
         """Forget a node's report and its owning stream (the stream's next write fails)."""
 
     @abstractmethod
+    async def expire_report(self, pool: str, node_id: str, received_at_unix_ms: int) -> bool:
+        """Forget a node's report as :meth:`remove_report` does, but only while the stored one is
+        still the record received at ``received_at_unix_ms`` (the one the caller judged expired):
+        a report written meanwhile wins, atomically. Returns whether it was removed."""
+
+    @abstractmethod
     async def publish_load(self, snapshot: cluster_pb2.LoadSnapshot) -> None:
         """Store the latest snapshot and push it on the pool's load channel."""
 

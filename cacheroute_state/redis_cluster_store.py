@@ -37,6 +37,15 @@ redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
 return 1
 """
 
+# KEYS: reports, report_streams. ARGV: node id, the record's packed receive time (its first bytes).
+_EXPIRE_REPORT = """
+local stored = redis.call('HGET', KEYS[1], ARGV[1])
+if not stored or string.sub(stored, 1, string.len(ARGV[2])) ~= ARGV[2] then return 0 end
+redis.call('HDEL', KEYS[1], ARGV[1])
+redis.call('HDEL', KEYS[2], ARGV[1])
+return 1
+"""
+
 _RECEIVED_AT = struct.Struct("<q")
 
 
@@ -60,6 +69,7 @@ class RedisClusterStore(ClusterStore):
     def __init__(self, client: aioredis.Redis) -> None:
         self._redis = client
         self._put_report = client.register_script(_PUT_REPORT)
+        self._expire_report = client.register_script(_EXPIRE_REPORT)
 
     @unavailable_on_redis_error
     async def put_node(self, record: cluster_pb2.NodeRecord) -> None:
@@ -122,6 +132,12 @@ class RedisClusterStore(ClusterStore):
             pipe.hdel(schema.pool_key(pool, "reports"), node_id)
             pipe.hdel(schema.pool_key(pool, "report_streams"), node_id)
             await pipe.execute()
+
+    @unavailable_on_redis_error
+    async def expire_report(self, pool: str, node_id: str, received_at_unix_ms: int) -> bool:
+        keys = [schema.pool_key(pool, "reports"), schema.pool_key(pool, "report_streams")]
+        args: list[bytes | str] = [node_id, _RECEIVED_AT.pack(received_at_unix_ms)]
+        return bool(await self._expire_report(keys=keys, args=args))
 
     @unavailable_on_redis_error
     async def publish_load(self, snapshot: cluster_pb2.LoadSnapshot) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from cacheroute_state.embedded import DEFAULT_PORT, bound_beyond_loopback, default_data_dir
 from controlplane.core.report_checks import parse_networks
+from controlplane.core.report_expiry import DEFAULT_RETENTION_S
 from controlplane.lifecycle.options import LIFECYCLE_OPTIONS, lifecycle_values
 from controlplane.services.limits import DEFAULT_IMPORT_BYTES, DEFAULT_REQUEST_BYTES
 from servekit.addresses import parse_host_port
@@ -52,6 +53,8 @@ class ControlPlaneConfig:
     metrics_listen: str = "127.0.0.1:9091"
     load_publish_interval_s: float = 0.25
     node_timeout_intervals: float = 3.0
+    # Stored reports older than this are forgotten by the leader (controlplane/core/report_expiry).
+    report_retention_s: float = DEFAULT_RETENTION_S
     plan_interval_s: float = 0.0
     # 0: derive per build as the mean per-destination rate (total rate / destinations).
     q_cap: float = 0.0
@@ -175,6 +178,13 @@ NODE_TIMEOUT_INTERVALS = Option(
     positive_float,
     "a node is down when its last report is older than this many of its report intervals",
 )
+REPORT_RETENTION = Option(
+    "report_retention",
+    D.report_retention_s,
+    non_negative_float,
+    "seconds a stored agent report is kept after it arrived: the leader forgets older ones (an "
+    "agent gone without leaving; never while its node could still be up); 0: kept forever",
+)
 PLAN_INTERVAL = Option(
     "plan_interval",
     D.plan_interval_s,
@@ -256,7 +266,8 @@ SHUTDOWN_GRACE = Option(
 )
 OPTIONS = OptionSet(
     LISTEN, REDIS_URL, EMBEDDED_REDIS_PORT, EMBEDDED_REDIS_BIND, REDIS_DATA_DIR, INSTANCE_ID,
-    METRICS_LISTEN, LOAD_PUBLISH_INTERVAL, NODE_TIMEOUT_INTERVALS, PLAN_INTERVAL, Q_CAP,
+    METRICS_LISTEN, LOAD_PUBLISH_INTERVAL, NODE_TIMEOUT_INTERVALS, REPORT_RETENTION,
+    PLAN_INTERVAL, Q_CAP,
     SLOTS_PER_NODE, RATE_HALF_LIFE, RATE_UPDATE_INTERVAL, RATE_MAX_KEYS, LEADER_LEASE_TTL,
     LEADER_GRACE, AUTH_FILE, ALLOW_UNAUTHENTICATED, MAX_REQUEST_BYTES, MAX_IMPORT_BYTES,
     AGENT_NETWORKS, SHUTDOWN_GRACE,
@@ -317,6 +328,7 @@ def parse_config(
         metrics_listen=metrics_listen,
         load_publish_interval_s=LOAD_PUBLISH_INTERVAL.value(args),
         node_timeout_intervals=NODE_TIMEOUT_INTERVALS.value(args),
+        report_retention_s=REPORT_RETENTION.value(args),
         plan_interval_s=PLAN_INTERVAL.value(args),
         q_cap=Q_CAP.value(args),
         slots_per_node=SLOTS_PER_NODE.value(args),

@@ -76,6 +76,13 @@ class ControlPlaneMetrics:
             ["reason"],
             registry=r,
         )
+        self.reports_expired = Counter(
+            "cacheroute_controlplane_reports_expired",
+            "Stored agent reports the leader forgot after --report-retention (agent gone without "
+            "leaving), by pool.",
+            ["pool"],
+            registry=r,
+        )
         self.rate_keys = Gauge(
             "cacheroute_controlplane_rate_estimator_keys",
             "Keys tracked by the rate estimator, by pool.",

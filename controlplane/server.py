@@ -8,6 +8,7 @@ loops (each skips its tick while the instance does not lead):
 | leader election | lease TTL / 3 (1 s) | acquire or renew the ``controlplane`` lease |
 | load snapshots | ``--load-publish-interval`` (0.25 s) | one LoadSnapshot per pool |
 | rate estimator | ``--rate-update-interval`` (1 s) | fold new traffic reports in, save state |
+| report sweep | retention / 10 (tick to 60 s) | forget reports older than ``--report-retention`` |
 | planner | ``--plan-interval`` (off by default) | build and store a plan per pool |
 | live guard | 1 s | pool p99 TTFT gauges; watch and judge rollouts (``live_guard.py``) |
 | automatic mode | ``--auto-interval`` (60 s) | build, shadow, roll out if it passes (auto_mode) |
@@ -36,8 +37,10 @@ from controlplane.cluster.key_rate_tracker import RateTracker
 from controlplane.cluster.leader import LeaderElector
 from controlplane.cluster.loads import LoadPublisher
 from controlplane.cluster.nodes import Liveness
+from controlplane.cluster.report_sweep import ReportSweeper
 from controlplane.config import ControlPlaneConfig
 from controlplane.core.report_checks import ReportRules, parse_networks
+from controlplane.core.report_expiry import sweep_interval_s
 from controlplane.core.ttft_window import TtftWindows
 from controlplane.errors import PreconditionError
 from controlplane.lifecycle.auto_mode import AutoPilot
@@ -300,6 +303,11 @@ class ControlPlane:
             "loads", cfg.load_publish_interval_s, lambda t: publisher.publish_all(t, self.clock())
         )
         self._spawn("rates", cfg.rate_update_interval_s, tracker.update)
+        if cfg.report_retention_s > 0:
+            retention_ms = round(cfg.report_retention_s * 1000)
+            sweeper = ReportSweeper(stores, self.metrics, self.liveness, retention_ms)
+            every_s = sweep_interval_s(cfg.report_retention_s, cfg.load_publish_interval_s)
+            self._spawn("report-sweep", every_s, lambda _t: sweeper.sweep_all(self.clock()))
         recorder = FleetWindowRecorder(stores, self.ttft)  # the fleet profile's observations
         self._spawn("fleet-windows", FLEET_TICK_S, lambda _t: recorder.tick_all(self.clock()))
         if cfg.plan_interval_s > 0:

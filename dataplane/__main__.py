@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 
 import structlog
 
+from dataplane.core.active_probes import ProbeConfig
 from dataplane.core.names import InvalidNameError, validate_pool
 from dataplane.core.outliers import OutlierConfig
 from dataplane.extproc.context import ExtProcConfig
@@ -24,6 +25,10 @@ from dataplane.http_front.connections import ConnectionLimits
 from dataplane.http_front.request_keys import DEFAULT_KEY_HEADERS
 from dataplane.options import (
     ACK_INTERVAL,
+    ACTIVE_PROBE_AFTER_STALE,
+    ACTIVE_PROBE_FAILURES,
+    ACTIVE_PROBE_INTERVAL,
+    ACTIVE_PROBE_TIMEOUT,
     AUTH_FILE,
     CORRECTION_HORIZON,
     DECODE_NICE,
@@ -121,6 +126,12 @@ def config_from(args: argparse.Namespace) -> RouterConfig:
         max_ejection_s=max_ejection,
         max_ejected_share=OUTLIER_MAX_EJECTED_SHARE.value(args),
     )
+    probes = ProbeConfig(
+        interval_s=ACTIVE_PROBE_INTERVAL.value(args),
+        after_stale_s=ACTIVE_PROBE_AFTER_STALE.value(args),
+        failures=ACTIVE_PROBE_FAILURES.value(args),
+        timeout_s=ACTIVE_PROBE_TIMEOUT.value(args),
+    )
     auth_file = AUTH_FILE.value(args)
     try:
         auth = load_auth_file(auth_file) if auth_file is not None else None
@@ -141,6 +152,7 @@ def config_from(args: argparse.Namespace) -> RouterConfig:
         http=front_config(args),
         extproc=extproc_config(args),
         outliers=outliers,
+        probes=probes,
         auth=auth,
         planning_rate_limit=PLANNING_RATE_LIMIT.value(args),
         health_feedback_share=HEALTH_FEEDBACK_SHARE.value(args),

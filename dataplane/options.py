@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from dataplane.core.active_probes import ProbeConfig
 from dataplane.core.outliers import OutlierConfig
 from dataplane.core.policies import POLICIES
 from dataplane.extproc.context import ExtProcConfig
@@ -36,6 +37,7 @@ D = RouterConfig(router_id="")
 FRONT = FrontConfig()
 EXTPROC = ExtProcConfig()
 OUTLIERS = OutlierConfig()
+PROBES = ProbeConfig()
 MIN_MESSAGE_BYTES = 64 * 1024
 
 
@@ -147,6 +149,32 @@ OUTLIER_MAX_EJECTED_SHARE = Option(
     fraction,
     "at most this share of a pool's undrained engines is ejected at once (at least one, never "
     "the last)",
+)
+ACTIVE_PROBE_INTERVAL = Option(
+    "active_probe_interval",
+    PROBES.interval_s,
+    non_negative_float,
+    "seconds between active probes (a TCP connect to each destination) of a pool whose load "
+    "snapshots are stale; 0: active probes off",
+)
+ACTIVE_PROBE_AFTER_STALE = Option(
+    "active_probe_after_stale",
+    PROBES.after_stale_s,
+    non_negative_float,
+    "probe a pool once its last applied load snapshot is older than this many seconds (every "
+    "control plane away)",
+)
+ACTIVE_PROBE_FAILURES = Option(
+    "active_probe_failures",
+    PROBES.failures,
+    positive_int,
+    "eject a destination after this many failed probes in a row; one success restores it",
+)
+ACTIVE_PROBE_TIMEOUT = Option(
+    "active_probe_timeout",
+    PROBES.timeout_s,
+    positive_float,
+    "seconds a probe's TCP connect may take before it counts as failed",
 )
 AUTH_FILE: Option[Path | None] = Option(
     "auth_file",
@@ -301,8 +329,10 @@ OPTIONS = OptionSet(
     REPORT_INTERVAL, TOP_KEYS, SAMPLE_RATE, SAMPLE_FLOOR, SAMPLE_INTERVAL, SAMPLE_BUFFER,
     CORRECTION_HORIZON,
     PANIC_THRESHOLD, LOAD_MAX_AGE, OUTLIER_CONSECUTIVE_FAILURES, OUTLIER_BASE_EJECTION,
-    OUTLIER_MAX_EJECTION, OUTLIER_MAX_EJECTED_SHARE, AUTH_FILE, ALLOW_UNAUTHENTICATED,
-    HEALTH_FEEDBACK_SHARE, HEALTH_FEEDBACK_FROM, PLANNING_RATE_LIMIT, MAX_MESSAGE_BYTES,
+    OUTLIER_MAX_EJECTION, OUTLIER_MAX_EJECTED_SHARE, ACTIVE_PROBE_INTERVAL,
+    ACTIVE_PROBE_AFTER_STALE, ACTIVE_PROBE_FAILURES, ACTIVE_PROBE_TIMEOUT, AUTH_FILE,
+    ALLOW_UNAUTHENTICATED, HEALTH_FEEDBACK_SHARE, HEALTH_FEEDBACK_FROM, PLANNING_RATE_LIMIT,
+    MAX_MESSAGE_BYTES,
     STARTUP_TIMEOUT, GRACE,
     DECODE_NICE,
     METRICS_LISTEN, HTTP_LISTEN, HTTP_MAX_BODY, HTTP_FIRST_BYTE_TIMEOUT, HTTP_CONNECT_TIMEOUT,

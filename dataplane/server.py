@@ -18,6 +18,8 @@ Loops (all on the server's event loop; none of them is on a decision's path):
 * traffic reports (``report_interval_s``, 5 s) and trace samples (``sample_interval_s``, 1 s).
 * passive health: ejected destinations return when their time is up (every 0.25 s);
   see :mod:`dataplane.passive_health`.
+* active probes (``probes.interval_s``, 2 s; 0: off): TCP connects to the destinations of pools
+  whose snapshots are stale; see :mod:`dataplane.active_probe`.
 
 With ``http`` set, the OpenAI-compatible front (:mod:`dataplane.http_front`) serves on the same
 event loop and decides with the same router; it starts after gRPC and stops before it. With
@@ -43,7 +45,9 @@ from cacheroute.v1 import routing_pb2
 from cacheroute_state import Stores, open_stores
 from cacheroute_state.interfaces import HintKind, StoreUnavailableError
 from cacheroute_state.urls import redacted
+from dataplane.active_probe import ActiveProber
 from dataplane.callers import CallerNames
+from dataplane.core.active_probes import ProbeConfig
 from dataplane.core.outliers import OutlierConfig
 from dataplane.core.router import Router
 from dataplane.extproc.context import ExtProcConfig, PickerContext
@@ -114,6 +118,7 @@ class RouterConfig:
     panic_threshold: float = 0.5
     load_max_age_s: float = 3.0
     outliers: OutlierConfig = field(default_factory=OutlierConfig)  # passive health
+    probes: ProbeConfig = field(default_factory=ProbeConfig)  # active probes, stale pools only
     auth: AuthTable | None = None  # names Route callers; unknown ones are not counted
     planning_rate_limit: float = 0.0  # counted Route requests per second per caller; 0: off
     health_feedback_share: float = DEFAULT_SHARE  # of a pool one Release caller may eject
@@ -153,9 +158,11 @@ class RouterServer:
             panic_threshold=config.panic_threshold,
             load_max_age_s=config.load_max_age_s,
             outliers=config.outliers,
+            probes=config.probes,
         )
         self.metrics.watch(self.router)
         self.health = PassiveHealth(self.router, self.metrics.registry)
+        self.prober = ActiveProber(self.router, config.probes, self.metrics.registry)
         self.holds = Holds(self.router)
         self.metrics.registry.register(InFlightCollector(self.holds))
         self.served = ServedMetrics(self.metrics.registry, spans_from_environment())
@@ -272,6 +279,8 @@ class RouterServer:
             "samples": self.samples.run,
             "outliers": self.health.run,
         }
+        if self.config.probes.enabled:
+            loops["probes"] = self.prober.run
         if not synced:
             loops["first-sync"] = self._serve_once_synced
         for name, loop in loops.items():

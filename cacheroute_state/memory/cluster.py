@@ -68,6 +68,14 @@ class MemoryClusterStore(ClusterStore):
         self._hash(pool, "report_streams").pop(node_id, None)
         self._s.reports.pop((pool, node_id), None)
 
+    async def expire_report(self, pool: str, node_id: str, received_at_unix_ms: int) -> bool:
+        self._s.check()
+        found = self._s.reports.get((pool, node_id))
+        if found is None or found.received_at_unix_ms != received_at_unix_ms:
+            return False
+        await self.remove_report(pool, node_id)
+        return True
+
     async def publish_load(self, snapshot: cluster_pb2.LoadSnapshot) -> None:
         self._s.check()
         data = snapshot.SerializeToString()

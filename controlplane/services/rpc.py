@@ -146,7 +146,15 @@ def rpc(
     return counted
 
 
+UNVERIFIED = "unverified:"
+
+
 def actor_of(requested: str, context: grpc.aio.ServicerContext[object, object]) -> str:
     """Who did it: the authenticated caller (``--auth-file``; a client-named actor is ignored
-    then), else the actor the client named, else its peer address."""
-    return caller_name() or requested.strip() or f"anonymous@{context.peer()}"
+    then). Without authentication anyone may claim any name, so the one the client named is
+    recorded as a claim, ``unverified:NAME``; with none, its peer address (``anonymous@PEER``)."""
+    authenticated = caller_name()
+    if authenticated:
+        return authenticated
+    claimed = requested.strip()
+    return f"{UNVERIFIED}{claimed}" if claimed else f"anonymous@{context.peer()}"

@@ -86,6 +86,9 @@ class OutlierDetector:
         self.config = config
         self._records: dict[str, _Record] = {}
         self.ejected: frozenset[str] = frozenset()
+        # Ejected by this router's active probes (dataplane.core.active_probes): shown to the
+        # view with ours and counted against the same cap.
+        self.probed: frozenset[str] = frozenset()
         self.overflows = 0  # ejections refused by the cap
 
     def success(self, node_id: str) -> None:
@@ -148,6 +151,8 @@ class OutlierDetector:
             del self._records[node_id]
         if not self.ejected <= node_ids:
             self.ejected = self.ejected & frozenset(node_ids)
+        if not self.probed <= node_ids:
+            self.probed = self.probed & frozenset(node_ids)
 
     def ejected_until(self, node_id: str) -> float | None:
         record = self._records.get(node_id)
@@ -155,14 +160,16 @@ class OutlierDetector:
 
     def _room(self, members: int) -> bool:
         cap = max(1, math.floor(self.config.max_ejected_share * members))
-        ejected = len(self.ejected)
+        ejected = len(self.ejected | self.probed)
         return ejected + 1 <= cap and members - ejected - 1 >= 1
 
 
 def apply_ejections(detector: OutlierDetector, view: LoadView) -> None:
-    """Show ``detector``'s ejected ids to ``view`` as node indices (after any change to either)."""
+    """Show ``detector``'s ejected ids (its own and the probes') to ``view`` as node indices
+    (after any change to either)."""
     index = view.nodes.index
-    view.set_ejected(frozenset(index[n] for n in detector.ejected if n in index))
+    ejected = detector.ejected | detector.probed
+    view.set_ejected(frozenset(index[n] for n in ejected if n in index))
 
 
 def undrained(view: LoadView) -> int:

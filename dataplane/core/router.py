@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import NamedTuple, Protocol
 
 from cacheroute.v1 import cluster_pb2
+from dataplane.core.active_probes import ActiveProbes, ProbeConfig
 from dataplane.core.heavy_hitters import TrafficCounter
 from dataplane.core.load_view import DEFAULT_PANIC_THRESHOLD, LoadView, NodeSet, bind_with_memo
 from dataplane.core.names import DEFAULT_POOL, POOL_PATTERN
@@ -99,6 +100,7 @@ class PoolState:
         "outcomes",
         "outliers",
         "policy",
+        "probes",
         "table",
         "table_applied_at",
         "table_generation",
@@ -117,9 +119,12 @@ class PoolState:
         view: LoadView,
         traffic: TrafficCounter,
         outliers: OutlierDetector | None = None,
+        probes: ActiveProbes | None = None,
     ) -> None:
         self.name = name
         self.outliers = outliers if outliers is not None else OutlierDetector(OutlierConfig(0))
+        # Active probes' streaks; their ejections live in ``outliers.probed`` (one cap, one view).
+        self.probes = probes if probes is not None else ActiveProbes(ProbeConfig(0))
         self.policy = policy
         # Only policies that declare it read prefix blocks; for the others the router skips
         # hashing the prompt.
@@ -173,6 +178,7 @@ class Router:
         panic_threshold: float = DEFAULT_PANIC_THRESHOLD,
         load_max_age_s: float = 3.0,
         outliers: OutlierConfig | None = None,
+        probes: ProbeConfig | None = None,
     ) -> None:
         make_policy(policy, seed=seed)  # fail at start on an unknown name
         self.policy_name = policy
@@ -181,6 +187,7 @@ class Router:
         self.panic_threshold = panic_threshold
         self.load_max_age_s = load_max_age_s
         self.outlier_config = outliers if outliers is not None else OutlierConfig(0)
+        self.probe_config = probes if probes is not None else ProbeConfig(0)
         self.top_keys = top_keys
         self.sampler = sampler
         self.pools: dict[str, PoolState] = {}
@@ -201,7 +208,9 @@ class Router:
             policy = make_policy(self.policy_name, seed=self.seed ^ zlib.crc32(name.encode()))
             view = self._new_view(NodeSet(()))
             traffic = TrafficCounter(self.top_keys)
-            state = PoolState(name, policy, view, traffic, OutlierDetector(self.outlier_config))
+            outliers = OutlierDetector(self.outlier_config)
+            probes = ActiveProbes(self.probe_config, self.outlier_config.max_ejected_share)
+            state = PoolState(name, policy, view, traffic, outliers, probes)
             if self._pool_metrics is not None:
                 state.metrics = self._pool_metrics(name)
             self.pools[name] = state
@@ -378,6 +387,7 @@ class Router:
             state.outcomes = {}
             state.tokens = None
             state.outliers.keep_only(set(ids))
+            state.probes.keep_only(set(ids))
             apply_ejections(state.outliers, view)
         state.view = view
         state.load_order = order

@@ -59,7 +59,7 @@ async def test_nodes_add_list_drain_undrain_remove(cli: Cli, stores: Stores) -> 
     assert (await cli.json("nodes", "remove", "gpu-1"))["removed"] is True
     assert "not registered" in await cli.refused("nodes", "remove", "gpu-1")
     audit = await stores.plans.read_audit("default", 10)
-    assert {e.actor for e in audit} == {"tester"}
+    assert {e.actor for e in audit} == {"unverified:tester"}
 
 
 async def test_server_refusals_exit_2_with_one_line(cli: Cli) -> None:
@@ -128,7 +128,10 @@ async def test_plan_import_list_show_diff(cli: Cli, tmp_path: Path) -> None:
     second, v2 = write_plan(tmp_path, 2)
     assert v1 in await cli.ok("plan", "import", str(first), "--note", "from the csv")
     imported = await cli.json("plan", "import", str(second))
-    assert imported["metadata"]["version"] == v2 and imported["metadata"]["created_by"] == "tester"
+    assert (
+        imported["metadata"]["version"] == v2
+        and imported["metadata"]["created_by"] == "unverified:tester"
+    )
     listing = (await cli.ok("plan", "list")).splitlines()
     assert listing[0] == "pool default: no active plan"
     assert [row.split()[0] for row in listing[2:]] == [v2, v1]
@@ -166,7 +169,7 @@ async def test_plan_rollout_rollback_and_conflicts(cli: Cli, tmp_path: Path) -> 
     assert [r["gate"] for r in json.loads(out)["refused"]["refusals"]] == ["shadow"]
     skip = ("--skip-gate", "shadow", "--reason", "bad plan")
     back = await cli.ok("plan", "rollback", *skip)
-    assert f"active {v1} generation 3 (rollback by tester" in back
+    assert f"active {v1} generation 3 (rollback by unverified:tester" in back
     assert f"active {v3} generation 4" in await cli.ok("plan", "rollback", "--to", v3, *skip)
     line = await cli.refused("plan", "rollback", "--skip-gate", "shadow")
     assert "--skip-gate needs --reason" in line
@@ -243,7 +246,7 @@ async def test_rollout_needs_a_passing_shadow_verdict_or_a_named_skip_which_the_
     assert skipped["version"] == version
     audit = await stores.plans.read_audit("default", 10)
     event = audit[-1]
-    assert event.action == "rollout" and event.actor == "tester"
+    assert event.action == "rollout" and event.actor == "unverified:tester"
     assert event.detail.startswith("hotfix; skipped gate shadow (would refuse:")
 
     path2, version2 = write_plan(tmp_path, 8)
@@ -299,7 +302,11 @@ async def test_plan_build_online_uses_live_rates(cli: Cli, stores: Stores) -> No
         await stores.telemetry.add_traffic(traffic(router, 0, {"hot": 300, "warm": 30}, total=400))
     built = await cli.json("plan", "build", "--slots-per-node", "2")
     meta = built["metadata"]
-    assert meta["source"] == "live" and meta["created_by"] == "tester" and not built["active"]
+    assert (
+        meta["source"] == "live"
+        and meta["created_by"] == "unverified:tester"
+        and not built["active"]
+    )
     assert "roll it out with" in await cli.ok("plan", "build", "--q-cap", "100")
     assert "--rates is required with --out" in await cli.refused("plan", "build", "--out", "x.pb")
 
@@ -385,14 +392,24 @@ async def test_audit_shows_who_did_what_filtered_by_pool_actor_action_and_time(
     table = (await cli.ok("audit")).splitlines()
     assert table[0].split() == ["TIME", "AGE", "POOL", "ACTOR", "ACTION", "FROM", "TO", "GEN",
                                 "DETAIL"]  # fmt: skip
-    assert table[1].split()[2:7] == ["default", "tester", "rollout", "-", version]  # newest first
+    assert table[1].split()[2:7] == [
+        "default",
+        "unverified:tester",
+        "rollout",
+        "-",
+        version,
+    ]  # newest first
     assert "hotfix 7; skipped gate shadow" in table[1]
     assert table[-1].split()[2:5] == ["blue", "cachectl:alice", "node_add"]  # the oldest
     start = table[0].index("ACTION")  # aligned: every row's action starts under its header
     assert {line[start:].split()[0] for line in table[1:]} <= {"rollout", "import", "node_add"}
-    mine = await cli.json("audit", "--by", "tester", "--action", "rollout")
+    mine = await cli.json("audit", "--by", "unverified:tester", "--action", "rollout")
     (event,) = mine["events"]
-    assert (event["actor"], event["to_version"], event["generation"]) == ("tester", version, "1")
+    assert (event["actor"], event["to_version"], event["generation"]) == (
+        "unverified:tester",
+        version,
+        "1",
+    )
     assert event["detail"].startswith("hotfix 7; skipped gate shadow (would refuse:")
     recent = await cli.json("audit", "--since", "1h")
     assert recent["events"] and all(e["pool"] == "default" for e in recent["events"])
@@ -428,7 +445,7 @@ async def test_plan_prune_keeps_the_newest_the_active_and_the_rollback_target(
     for gone in pruned["removed"]:
         assert await stores.plans.get_table_bytes("default", gone) is None
     (event,) = [e for e in await stores.plans.read_audit("default", 100) if e.action == "prune"]
-    assert event.actor == "tester" and all(v in event.detail for v in pruned["removed"])
+    assert event.actor == "unverified:tester" and all(v in event.detail for v in pruned["removed"])
     # the rollback still works: its target was kept
     back = await cli.ok("plan", "rollback", *SKIP_ARGS)
     assert f"active {second}" in back

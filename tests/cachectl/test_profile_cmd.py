@@ -47,7 +47,10 @@ async def test_show_lists_the_windows_and_fit_prints_and_stores_the_profile(
     stored = await state_stores.telemetry.get_fleet_profile("default")
     assert stored is not None
     assert shown["profile"]["name"] == stored.name and shown["profile"]["factor"] == stored.factor
-    assert shown["profile"]["base"] == LLAMA_70B.name and shown["profile"]["fitted_by"] == "tester"
+    assert (
+        shown["profile"]["base"] == LLAMA_70B.name
+        and shown["profile"]["fitted_by"] == "unverified:tester"
+    )
     assert len(shown["windows"]) == 3 and shown["max_rms_relative_error"] == 0.15
     assert shown["used_by_gate"] == (stored.rms_relative_error <= 0.15)
     fitted = await cli.json("profile", "fit")

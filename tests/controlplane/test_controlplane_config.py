@@ -23,6 +23,7 @@ def test_defaults_match_the_documented_ones() -> None:
     assert config.load_publish_interval_s == 0.25 and config.report_interval_ms == 250
     assert config.node_timeout_intervals == 3 and config.plan_interval_s == 0
     assert config.slots_per_node == 8 and config.redis_url == ""
+    assert config.report_retention_s == 600
 
 
 def test_flags_beat_environment_beat_config_file(tmp_path: Path) -> None:
@@ -41,6 +42,7 @@ def test_flags_beat_environment_beat_config_file(tmp_path: Path) -> None:
     [
         ["--load-publish-interval", "0"],
         ["--rate-half-life", "-1"],
+        ["--report-retention", "-1"],
         ["--plan-interval", "nan"],
         ["--tls-cert", "c.pem"],
         ["--metrics-listen", "nonsense"],
@@ -57,7 +59,8 @@ def test_help_documents_every_option_with_its_environment_variable() -> None:
     text = build_parser().format_help()
     for flag in ("--listen", "--redis-url", "--redis-data-dir", "--instance-id",
                  "--metrics-listen", "--load-publish-interval", "--node-timeout-intervals",
-                 "--plan-interval", "--q-cap", "--slots-per-node", "--rate-half-life",
+                 "--report-retention", "--plan-interval", "--q-cap", "--slots-per-node",
+                 "--rate-half-life",
                  "--tls-cert", "--log-format", "--log-level", "--config"):  # fmt: skip
         assert flag in text
     assert "CACHEROUTE_REDIS_URL" in " ".join(text.split())

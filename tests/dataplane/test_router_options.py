@@ -75,3 +75,16 @@ def test_bad_passive_health_and_planning_options_name_the_option(tmp_path: Path)
     broken.write_text("- {name: x, role: boss, sha256: nope}\n")
     with pytest.raises(SettingsError, match=r"--auth-file .*role must be read, write or agent"):
         config_from(parse_args(["--auth-file", str(broken)], {}))
+
+
+def test_active_probe_options_reach_the_router_config() -> None:
+    env = {"CACHEROUTE_ACTIVE_PROBE_FAILURES": "4"}
+    argv = ["--active-probe-interval", "0.5", "--active-probe-after-stale", "7",
+            "--active-probe-timeout", "0.3"]  # fmt: skip
+    got = config_from(parse_args(argv, env)).probes
+    assert (got.interval_s, got.after_stale_s, got.failures, got.timeout_s) == (0.5, 7.0, 4, 0.3)
+    default = config_from(parse_args([], {})).probes
+    assert (default.interval_s, default.after_stale_s, default.failures) == (2.0, 10.0, 3)
+    assert not config_from(parse_args(["--active-probe-interval", "0"], {})).probes.enabled
+    with pytest.raises(SettingsError, match="CACHEROUTE_ACTIVE_PROBE_FAILURES"):
+        parse_args([], {"CACHEROUTE_ACTIVE_PROBE_FAILURES": "0"})

@@ -42,3 +42,18 @@ async def test_get_node_reads_one_record(stores: Stores) -> None:
     await stores.cluster.put_node(cluster_pb2.NodeRecord(node_id="x", pool="p", address="h:9"))
     node = await stores.cluster.get_node("p", "x")
     assert node is not None and node.address == "h:9"
+
+
+async def test_expire_report_removes_only_the_record_it_was_judged_on(stores: Stores) -> None:
+    await stores.cluster.put_report("p", record("a", "s1", 10), claim=True)
+    await stores.cluster.put_report("p", record("b", "s2", 20), claim=True)
+    # A newer report arrived after the sweep read "a" at 10: the expiry must not remove it.
+    await stores.cluster.put_report("p", record("a", "s1", 15), claim=False)
+    assert not await stores.cluster.expire_report("p", "a", 10)
+    assert not await stores.cluster.expire_report("p", "gone", 10)
+    assert await stores.cluster.expire_report("p", "b", 20)
+    assert set(await stores.cluster.get_reports("p")) == {"a"}
+    assert await stores.cluster.get_report("p", "b") is None
+    # The owning stream is forgotten too: a late write from it fails, as after remove_report.
+    assert not await stores.cluster.put_report("p", record("b", "s2", 30), claim=False)
+    assert not await stores.cluster.expire_report("p", "b", 20)

@@ -87,7 +87,7 @@ async def test_automatic_mode_rolls_out_a_passing_plan_and_the_guard_catches_a_s
                 "plans", "SetAutoMode",
                 admin_pb2.SetAutoModeRequest(pool="default", enabled=True, actor="alice"),
             )  # fmt: skip
-            assert enabled.enabled and enabled.actor == "alice"
+            assert enabled.enabled and enabled.actor == "unverified:alice"
 
             async def rolled_out() -> cluster_pb2.ActivePointer | None:
                 pool = await cluster.status()
@@ -147,7 +147,7 @@ async def test_automatic_mode_rolls_out_a_passing_plan_and_the_guard_catches_a_s
     verdicts = {v.version: v.verdict for v in pool.last_verdicts}
     assert verdicts[pointer.version].outcome == table_pb2.ShadowVerdict.Outcome.OUTCOME_PASS
     actions = [(e.action, e.actor) for e in audit]
-    assert ("auto_enable", "alice") in actions
+    assert ("auto_enable", "unverified:alice") in actions
     assert ("rollout", AUTO_ACTOR) in actions and ("shadow", AUTO_ACTOR) in actions
     fired_event = next(e for e in audit if e.action == "disable")
     assert fired_event.actor == GUARD_ACTOR and fired_event.from_version == pointer.version

@@ -257,9 +257,9 @@ async def test_static_nodes_add_list_drain_remove_with_audit(
         assert not again.removed
         audit = await stores.plans.read_audit("blue", 10)
         assert [(e.action, e.actor) for e in audit] == [
-            ("node_add", "alice"),
-            ("drain", "bob"),
-            ("node_remove", "carol"),
+            ("node_add", "unverified:alice"),
+            ("drain", "unverified:bob"),
+            ("node_remove", "unverified:carol"),
         ]
 
 

@@ -59,7 +59,7 @@ async def test_cachectl_turns_automatic_mode_on_and_off_and_status_shows_it(
             capsys, "plan", "auto", "enable", "--pool", "p1", "--reason", "trial", "--actor",
             "alice", *target,
         )  # fmt: skip
-        assert code == 0 and "automatic mode: on (set by alice: trial)" in out
+        assert code == 0 and "automatic mode: on (set by unverified:alice: trial)" in out
         await stores.plans.put_guard(
             cluster_pb2.GuardState(
                 pool="p1", phase=cluster_pb2.GuardState.PHASE_FIRED, version="p0123456789abcdef",
@@ -77,9 +77,10 @@ async def test_cachectl_turns_automatic_mode_on_and_off_and_status_shows_it(
         )
         assert code == 0 and first_json(out).get("enabled", False) is False
     mode = await stores.plans.get_auto_mode("p1")
-    assert mode is not None and not mode.enabled and mode.actor == "bob"
+    assert mode is not None and not mode.enabled and mode.actor == "unverified:bob"
     actions = [(e.action, e.actor, e.detail) for e in await stores.plans.read_audit("p1", 10)]
-    assert ("auto_enable", "alice", "trial") in actions and ("auto_disable", "bob", "") in actions
+    assert ("auto_enable", "unverified:alice", "trial") in actions
+    assert ("auto_disable", "unverified:bob", "") in actions
 
 
 async def test_a_bad_pool_name_is_invalid_argument(redis_url: str) -> None:

@@ -78,11 +78,11 @@ async def test_import_is_validated_idempotent_and_audited_once(
         again = await c.plans.ImportPlan(request)
         assert first.metadata.version == again.metadata.version == table.version
         assert first.metadata.pool == "blue" and first.metadata.source == "import"
-        assert first.metadata.created_by == "alice" and not first.active
+        assert first.metadata.created_by == "unverified:alice" and not first.active
         assert first.metadata.stats.admitted_keys == table.num_keys
         audit = await stores.plans.read_audit("blue", 10)
         assert [(e.action, e.actor, e.to_version) for e in audit] == [
-            ("import", "alice", table.version)
+            ("import", "unverified:alice", table.version)
         ]
 
 
@@ -160,10 +160,10 @@ async def test_rollout_and_rollback_move_the_pointer_under_new_generations(
         audit = await stores.plans.read_audit("default", 10)
         moves = [(e.action, e.actor, e.generation) for e in audit if e.generation]
         assert moves == [
-            ("rollout", "alice", 1),
-            ("rollout", "bob", 2),
-            ("rollback", "carol", 3),
-            ("rollback", "dave", 4),
+            ("rollout", "unverified:alice", 1),
+            ("rollout", "unverified:bob", 2),
+            ("rollback", "unverified:carol", 3),
+            ("rollback", "unverified:dave", 4),
         ]
 
 
@@ -319,7 +319,7 @@ async def test_build_plan_from_two_routers_traffic_admits_the_hot_keys(
             admin_pb2.BuildPlanRequest(slots_per_node=1, actor="alice", note="from live")
         )
         meta = built.metadata
-        assert meta.source == "live" and meta.created_by == "alice" and not built.active
+        assert meta.source == "live" and meta.created_by == "unverified:alice" and not built.active
         assert meta.params.slots_per_node == 1 and meta.params.placement == "lpt"
         assert meta.params.q_cap == pytest.approx(200 / 3, rel=1e-3)  # auto: total / nodes
         assert meta.stats.total_rate == pytest.approx(200, rel=1e-3)  # 2 routers x 1000 / 10 s
@@ -329,7 +329,7 @@ async def test_build_plan_from_two_routers_traffic_admits_the_hot_keys(
         assert len(shown.top_keys[0].node_ids) == 2
         assert meta.stats.tail_rate == pytest.approx(200 - 120, rel=1e-3)
         audit = await stores.plans.read_audit("default", 10)
-        assert audit[-1].action == "build" and audit[-1].actor == "alice"
+        assert audit[-1].action == "build" and audit[-1].actor == "unverified:alice"
 
 
 async def test_status_shows_pointer_acks_nodes_and_leader(state_url: str, stores: Stores) -> None:
@@ -398,7 +398,7 @@ async def test_rollout_of_a_plan_for_unknown_nodes_is_refused_naming_them(
         )
         assert skipped.generation == 1
         (event,) = [e for e in await stores.plans.read_audit("default", 10) if e.generation]
-        assert (event.action, event.actor) == ("rollout", "alice")
+        assert (event.action, event.actor) == ("rollout", "unverified:alice")
         assert event.detail.startswith("drill; skipped gate destinations (would refuse:")
         assert "node-0" in event.detail
 
@@ -460,7 +460,7 @@ async def test_rollback_is_refused_by_the_shadow_gate_and_allowed_by_skipping_it
         back = await c.plans.Rollback(request)
         assert (back.version, back.generation, back.action) == (v1, 3, "rollback")
         event = (await moves(stores))[-1]
-        assert (event.actor, event.action, event.to_version) == ("carol", "rollback", v1)
+        assert (event.actor, event.action, event.to_version) == ("unverified:carol", "rollback", v1)
         assert event.detail.startswith("incident 42: v2 drops keys; skipped gate shadow")
         assert "would refuse" in event.detail
 
@@ -568,7 +568,12 @@ async def test_disable_is_a_generation_without_a_table_and_rollback_restores(
         await pass_shadow(stores, v1)
         await c.plans.Rollout(admin_pb2.RolloutRequest(version=v1, actor="alice"))
         off = await c.plans.DisablePlan(admin_pb2.DisablePlanRequest(actor="bob", reason="oops"))
-        assert (off.version, off.generation, off.action, off.actor) == ("", 2, "disable", "bob")
+        assert (off.version, off.generation, off.action, off.actor) == (
+            "",
+            2,
+            "disable",
+            "unverified:bob",
+        )
         await refused(
             c.plans.DisablePlan(admin_pb2.DisablePlanRequest()),
             grpc.StatusCode.FAILED_PRECONDITION,
@@ -581,9 +586,9 @@ async def test_disable_is_a_generation_without_a_table_and_rollback_restores(
         audit = await stores.plans.read_audit("default", 10)
         moves = [(e.action, e.actor, e.from_version, e.to_version) for e in audit if e.generation]
         assert moves == [
-            ("rollout", "alice", "", v1),
-            ("disable", "bob", v1, ""),
-            ("rollback", "carol", "", v1),
+            ("rollout", "unverified:alice", "", v1),
+            ("disable", "unverified:bob", v1, ""),
+            ("rollback", "unverified:carol", "", v1),
         ]
         assert await stores.plans.previous_versions("default") == [v1]
 

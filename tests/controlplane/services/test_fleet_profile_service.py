@@ -61,10 +61,10 @@ async def test_profile_fit_recovers_a_simulated_fleets_slowdown_over_rpc(
     assert fitted.offset_ms == pytest.approx(40.0, abs=20.0)
     assert fitted.rms_relative_error <= MAX_RMS_RELATIVE_ERROR
     assert fitted.windows == 3 and fitted.nodes == NODES and fitted.base == LLAMA_70B.name
-    assert fitted.name.startswith("fitted:fleet@") and fitted.fitted_by == "alice"
+    assert fitted.name.startswith("fitted:fleet@") and fitted.fitted_by == "unverified:alice"
     assert shown.profile == fitted and shown.used_by_gate
     (event,) = [e for e in await stores.plans.read_audit("fleet", 10) if e.action == "profile-fit"]
-    assert event.actor == "alice" and fitted.name in event.detail
+    assert event.actor == "unverified:alice" and fitted.name in event.detail
 
 
 async def test_too_few_windows_is_a_precondition_naming_held_and_needed(

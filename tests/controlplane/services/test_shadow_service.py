@@ -73,7 +73,7 @@ async def test_shadow_replays_the_sampled_trace_and_records_the_verdict(
             table_pb2.ShadowVerdict.Outcome.OUTCOME_PASS,
             table_pb2.ShadowVerdict.Outcome.OUTCOME_FAIL,
         )
-        assert verdict.summary and verdict.decided_by == "bob" and verdict.report_json
+        assert verdict.summary and verdict.decided_by == "unverified:bob" and verdict.report_json
         assert "sampled requests of the last 5 minutes" in verdict.source
         assert verdict.candidate["near_p99_s"] > 0 and verdict.baseline["capacity_qps"] > 0
         listed = await c.plans.ListPlans(admin_pb2.ListPlansRequest(pool="sim"))
@@ -87,7 +87,9 @@ async def test_shadow_replays_the_sampled_trace_and_records_the_verdict(
         assert pool.last_verdicts[0].version == version
         audit = await stores.plans.read_audit("sim", 10)
         shadowed = [e for e in audit if e.action == "shadow"]
-        assert shadowed and shadowed[0].actor == "bob" and shadowed[0].to_version == version
+        assert (
+            shadowed and shadowed[0].actor == "unverified:bob" and shadowed[0].to_version == version
+        )
         assert verdict.profile == "llama-3.3-70b-fp8-tp2-h100"  # which profile judged it
         assert verdict.samples == len(stream.requests)
 
