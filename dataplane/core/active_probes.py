@@ -26,13 +26,12 @@ Pure: the caller probes, keeps the clock and passes ages in seconds.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
 from dataplane.core.load_view import LoadView
-from dataplane.core.outliers import OutlierDetector, apply_ejections, undrained
+from dataplane.core.outliers import OutlierDetector, apply_ejections, room_to_eject, undrained
 
 
 @dataclass(frozen=True)
@@ -119,9 +118,7 @@ class ActiveProbes:
         self.ejected = self.ejected & frozenset(node_ids)
 
     def _room(self, members: int, others: frozenset[str]) -> bool:
-        cap = max(1, math.floor(self.max_ejected_share * members))
-        ejected = len(self.ejected | others)
-        return ejected + 1 <= cap and members - ejected - 1 >= 1
+        return room_to_eject(self.max_ejected_share, members, len(self.ejected | others))
 
 
 def report_round(

@@ -159,9 +159,15 @@ class OutlierDetector:
         return None if record is None else record.ejected_until
 
     def _room(self, members: int) -> bool:
-        cap = max(1, math.floor(self.config.max_ejected_share * members))
         ejected = len(self.ejected | self.probed)
-        return ejected + 1 <= cap and members - ejected - 1 >= 1
+        return room_to_eject(self.config.max_ejected_share, members, ejected)
+
+
+def room_to_eject(max_share: float, members: int, ejected: int) -> bool:
+    """The one cap passive health and active probes share: one more ejection keeps at most
+    ``max(1, floor(max_share x members))`` ejected and at least one member in service."""
+    cap = max(1, math.floor(max_share * members))
+    return ejected + 1 <= cap and members - ejected - 1 >= 1
 
 
 def apply_ejections(detector: OutlierDetector, view: LoadView) -> None:
