@@ -26,7 +26,14 @@ from sim.calibration import single_destination_knee
 from sim.drift import GENERATORS, SIGMA, STEPS, DriftError, DriftSettings, run_drift
 from sim.engine_model import PROFILES, EngineProfile, UnknownProfileError, get_profile
 from sim.planning import make_stream, plan_for
-from sim.shadow_replay import ShadowError, ShadowSettings, report, shadow
+from sim.shadow_replay import (
+    CANDIDATE,
+    PLAN_POLICIES,
+    ShadowError,
+    ShadowSettings,
+    report,
+    shadow,
+)
 from sim.workloads.registry import make_workload
 
 KNEE_SLO_S = 3.5
@@ -120,7 +127,9 @@ def _shadow(args: argparse.Namespace) -> int:
     )  # fmt: skip
     table = plan_for("lpt", stream, [f"d{i:03d}" for i in range(nodes)], q_cap=q_cap)
     assert table is not None
-    settings = ShadowSettings(profile=profile, nodes=nodes, slo_s=args.slo, seeds=args.seeds)
+    settings = ShadowSettings(
+        profile=profile, nodes=nodes, slo_s=args.slo, seeds=args.seeds, policy=args.policy
+    )
     started = time.perf_counter()
     try:
         verdict = shadow(stream.requests, table, settings, progress=_progress(started))
@@ -221,6 +230,8 @@ def register(commands: Any) -> None:
         help="prior window the plan is built from (60 s)")  # fmt: skip
     add("--slo", type=float, default=3.5, metavar="S", help="p99 TTFT SLO of the knee (3.5 s)")
     add("--seeds", type=int, default=3, metavar="N", help="replays per load (default 3)")
+    add("--policy", choices=PLAN_POLICIES, default=CANDIDATE,
+        help="the routers' policy the plan is replayed with (default: %(default)s)")  # fmt: skip
     add("--seed", type=int, default=1, help="workload seed")
     add("--json", action="store_true", help="print one JSON object")
     gate.set_defaults(handler=_shadow)

@@ -83,6 +83,7 @@ class ControlPlaneConfig:
     shadow_iterations: int = 4
     shadow_recent_minutes: int = 10
     shadow_profile: str = ""  # the pool's engine profile in the replay ("": the 70B testbed)
+    shadow_policy: str = "cacheroute"  # the routers' policy the replay follows the plan with
     shadow_min_samples: int = 300  # fewer sampled requests: the verdict is inconclusive
     shadow_inconclusive: str = "refuse"  # or "allow": the shadow gate's rule for inconclusive
     plan_retention: int = 50  # stored versions kept per pool by the leader (0: all)

@@ -119,6 +119,7 @@ class ControlPlane:
             iterations=config.shadow_iterations,
             recent_minutes=config.shadow_recent_minutes,
             min_samples=config.shadow_min_samples,
+            policy=config.shadow_policy,
         )
         # The one gate list of every pointer move to a plan (rollout, rollback, automatic mode,
         # the live guard's rollback): controlplane.lifecycle.rollout_gates.

@@ -27,6 +27,11 @@ replays). The replay's noise is the spread of p99 over those seeds. The gate **p
 
 and p99 does not *regress* beyond noise at either load (the same interval lying below 0).
 Otherwise it **fails**, with the reason. A higher hit rate alone never passes.
+
+**The candidate's policy.** The plan is replayed as the routers will follow it:
+``ShadowSettings.policy``, the paper's ``cacheroute`` by default or ``cacheroute_online`` (the
+control plane's ``--shadow-policy``, ``cachectl sim shadow --policy``). The report names it
+(``candidate_policy``); its keys stay ``cacheroute`` (the plan's side) and ``flat``.
 """
 
 from __future__ import annotations
@@ -45,7 +50,10 @@ from sim.engine_model import EngineProfile
 from sim.run_results import RunMetrics
 from sim.types import SimRequest
 
-CANDIDATE, BASELINE = "cacheroute", "flat"
+CANDIDATE, BASELINE = "cacheroute", "flat"  # the two sides' names in the report
+# The LPT-plan policies a candidate can be replayed with (ShadowSettings.policy): the paper's
+# dispatch and its online step (docs/components/policies.md).
+PLAN_POLICIES = ("cacheroute", "cacheroute_online")
 
 
 class ShadowError(ValueError):
@@ -62,6 +70,7 @@ class ShadowSettings:
     iterations: int = 4
     max_requests: int = 20_000  # longest replay; a longer stream is thinned evenly
     timeout_s: float = 30.0
+    policy: str = CANDIDATE  # how the routers follow the plan (PLAN_POLICIES), as they will
 
 
 @dataclass(frozen=True)
@@ -84,6 +93,7 @@ class Verdict:
     tests: dict[str, Any] = field(default_factory=dict)
     replayed: int = 0
     recorded: int = 0
+    policy: str = CANDIDATE  # the candidate side's routing policy
 
 
 def scaled(requests: Sequence[SimRequest], factor: float) -> list[SimRequest]:
@@ -143,7 +153,9 @@ class Replayer:
             timeout_s=s.timeout_s, abort_above_s=s.slo_s if abort else None, seed=seed,
         )  # fmt: skip
         self.runs += 1
-        return simulate(stream, policy, config, self.table if policy == CANDIDATE else None)
+        if policy == CANDIDATE:  # the plan, routed by the policy the routers run
+            return simulate(stream, s.policy, config, self.table)
+        return simulate(stream, policy, config, None)
 
     def passes(self, policy: str, qps: float, seed: int = 1) -> bool:
         m = self.run(policy, qps, seed, abort=True)
@@ -184,6 +196,9 @@ def shadow(
     """Replay and decide (the module docstring is the specification)."""
     if s.seeds < 2 or not 0 < s.below_fraction < 1 or s.iterations < 1 or not s.slo_s > 0:
         raise ShadowError("seeds >= 2, 0 < below_fraction < 1, iterations >= 1, slo_s > 0")
+    if s.policy not in PLAN_POLICIES:
+        known = ", ".join(PLAN_POLICIES)
+        raise ShadowError(f"policy {s.policy!r}: a plan is followed by one of {known}")
     replayer = Replayer(requests, table, s)
     note = progress or (lambda _: None)
     knee, first_fail = replayer.knee(BASELINE)
@@ -232,6 +247,7 @@ def shadow(
         passed=bool(improved) and not regressed, reason=reason, knee_qps=knee,
         candidate_knee_qps=cand_knee, recorded_qps=replayer.recorded_qps, loads=loads,
         tests=tests, replayed=len(replayer.requests), recorded=replayer.recorded,
+        policy=s.policy,
     )  # fmt: skip
 
 
@@ -257,6 +273,7 @@ def report(verdict: Verdict) -> dict[str, Any]:
             "of": verdict.recorded,
             "thinning": verdict.recorded / verdict.replayed if verdict.replayed else 1.0,
         },
+        "candidate_policy": verdict.policy,
         "capacity_qps": {CANDIDATE: verdict.candidate_knee_qps, BASELINE: verdict.knee_qps},
         "loads": loads,
         "tests": verdict.tests,

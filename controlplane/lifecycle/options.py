@@ -17,6 +17,7 @@ from controlplane.core.live_sizes import load_sizes_file
 from servekit.flags import non_negative_float, non_negative_int, positive_float, positive_int
 from servekit.options import Option, switch
 from sim.engine_model import UnknownProfileError, get_profile
+from sim.shadow_replay import CANDIDATE, PLAN_POLICIES
 
 
 def _churn_share(text: str) -> float:
@@ -80,6 +81,12 @@ SHADOW_MIN_SAMPLES = Option(
     "fewest sampled requests a shadow replay judges on; fewer give the verdict inconclusive "
     "(controlplane/lifecycle/shadow.py)",
 )  # fmt: skip
+SHADOW_POLICY = Option(
+    "shadow_policy", CANDIDATE, str,
+    "the routers' policy a shadow replay follows the candidate plan with; set it to the routers' "
+    "--policy (sim/shadow_replay.py)",
+    choices=PLAN_POLICIES,
+)  # fmt: skip
 SHADOW_INCONCLUSIVE = Option(
     "shadow_inconclusive", "refuse", str,
     "what the shadow gate does with an inconclusive verdict: refuse the rollout, or allow it "
@@ -135,7 +142,8 @@ GUARD_ALL_ROLLOUTS = switch("guard_all_rollouts", "guard every rollout, not only
 
 LIFECYCLE_OPTIONS: tuple[Option[Any], ...] = (
     MAX_CHURN, AUTO_INTERVAL, SHADOW_MAX_REQUESTS, SHADOW_SEEDS, SHADOW_ITERATIONS,
-    SHADOW_RECENT_MINUTES, SHADOW_PROFILE, SHADOW_MIN_SAMPLES, SHADOW_INCONCLUSIVE, GUARD_WINDOW,
+    SHADOW_RECENT_MINUTES, SHADOW_PROFILE, SHADOW_POLICY, SHADOW_MIN_SAMPLES, SHADOW_INCONCLUSIVE,
+    GUARD_WINDOW,
     GUARD_SETTLE, GUARD_MAX_REGRESSION, GUARD_FLOOR, GUARD_MIN_SAMPLES, GUARD_ACTION,
     GUARD_ALL_ROLLOUTS, CACHE_BUDGET, BYTE_RANK,
     PREFIX_SIZES, PLAN_RETENTION,
@@ -152,6 +160,7 @@ def lifecycle_values(args: argparse.Namespace) -> dict[str, Any]:
         "shadow_iterations": SHADOW_ITERATIONS.value(args),
         "shadow_recent_minutes": SHADOW_RECENT_MINUTES.value(args),
         "shadow_profile": SHADOW_PROFILE.value(args),
+        "shadow_policy": SHADOW_POLICY.value(args),
         "shadow_min_samples": SHADOW_MIN_SAMPLES.value(args),
         "shadow_inconclusive": SHADOW_INCONCLUSIVE.value(args),
         "guard_window_s": GUARD_WINDOW.value(args),

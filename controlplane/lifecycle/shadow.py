@@ -37,7 +37,7 @@ from controlplane.lifecycle.fitted_profile import gate_profile
 from controlplane.lifecycle.plans import read_plan
 from dataplane.core.table_codec import decode_table
 from sim.engine_model import LLAMA_70B, EngineProfile, UnknownProfileError, get_profile
-from sim.shadow_replay import ShadowError, ShadowSettings, report, shadow
+from sim.shadow_replay import CANDIDATE, ShadowError, ShadowSettings, report, shadow
 from sim.types import BLOCK_TOKENS, SimRequest
 from sim.workloads.registry import make_workload
 
@@ -65,6 +65,7 @@ class ShadowBudget:
     iterations: int = 4
     recent_minutes: int = DEFAULT_RECENT_MINUTES
     min_samples: int = 300
+    policy: str = CANDIDATE  # the routers' policy (sim.shadow_replay.PLAN_POLICIES)
 
 
 def check_request_bounds(request: admin_pb2.ShadowPlanRequest) -> None:
@@ -219,6 +220,7 @@ async def shadow_plan(
         max_requests=budget.max_requests,
         seeds=budget.seeds,
         iterations=budget.iterations,
+        policy=budget.policy,
     )
     try:
         verdict = await asyncio.to_thread(shadow, requests, table, settings)

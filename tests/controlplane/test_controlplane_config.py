@@ -12,6 +12,7 @@ from cacheroute.v1 import admin_pb2
 from cacheroute_state import Stores
 from controlplane.__main__ import main
 from controlplane.config import ControlPlaneConfig, build_parser, parse_config
+from controlplane.server import ControlPlane
 from servekit.options import SettingsError
 from tests.support.controlplane import clients, fast_config, running
 from tests.support.polling import eventually
@@ -124,13 +125,16 @@ def test_main_exits_2_naming_a_bad_variable(
 def test_lifecycle_options_come_from_flags_and_environment() -> None:
     config = parse_config(
         ["--auto-interval", "2", "--guard-action", "rollback", "--guard-all-rollouts",
-         "--shadow-seeds", "2", "--shadow-profile", "llama-3.1-8b-bf16-h100"],
+         "--shadow-seeds", "2", "--shadow-profile", "llama-3.1-8b-bf16-h100",
+         "--shadow-policy", "cacheroute_online"],
         {"CACHEROUTE_MAX_CHURN": "0.2", "CACHEROUTE_GUARD_WINDOW": "30"},
     )  # fmt: skip
     assert (config.auto_interval_s, config.guard_action, config.guard_all_rollouts) == (
         2.0, "rollback", True,
     )  # fmt: skip
     assert (config.max_churn, config.guard_window_s, config.shadow_seeds) == (0.2, 30.0, 2)
+    assert config.shadow_policy == "cacheroute_online"
+    assert ControlPlane(config).budget.policy == "cacheroute_online"  # what the replays follow
     assert parse_config([], {}) == ControlPlaneConfig()  # the defaults are the dataclass's
 
 
@@ -142,6 +146,7 @@ def test_lifecycle_options_come_from_flags_and_environment() -> None:
         ["--shadow-seeds", "1"],
         ["--guard-action", "panic"],
         ["--shadow-profile", "no-such-engine"],
+        ["--shadow-policy", "sglang"],  # not a policy that follows a plan
     ],
 )
 def test_bad_lifecycle_options_exit_with_usage(argv: list[str]) -> None:

@@ -34,7 +34,9 @@ Q_CAP = {"paper": 12.094, "lowshare": 1.605}
 NODES = [f"d{i:03d}" for i in range(30)]
 
 
-def gate(workload: str, qps: float, duration_s: float) -> dict[str, object]:
+def gate(
+    workload: str, qps: float, duration_s: float, policy: str = "cacheroute"
+) -> dict[str, object]:
     preset = presets.preset_for(workload)
     stream = make_stream(
         make_workload(workload, **preset.options), qps=qps, duration_s=duration_s, seed=1,
@@ -42,7 +44,9 @@ def gate(workload: str, qps: float, duration_s: float) -> dict[str, object]:
     )  # fmt: skip
     table = plan_for("lpt", stream, NODES, q_cap=Q_CAP[workload])
     assert table is not None
-    settings = ShadowSettings(profile=get_profile(preset.profile), seeds=2, iterations=3)
+    settings = ShadowSettings(
+        profile=get_profile(preset.profile), seeds=2, iterations=3, policy=policy
+    )
     return report(shadow(stream.requests, table, settings))
 
 
@@ -54,12 +58,35 @@ def test_the_gate_passes_cacheroute_on_the_paper_workload() -> None:
 
 
 @pytest.mark.slow
-def test_the_gate_rejects_cacheroute_on_lowshare_despite_its_higher_hit_rate() -> None:
-    document = gate("lowshare", 24.0, 120.0)
+@pytest.mark.parametrize("policy", ["cacheroute", "cacheroute_online"])
+def test_the_gate_rejects_cacheroute_on_lowshare_despite_its_higher_hit_rate(policy: str) -> None:
+    """Whether the routers follow the plan with the paper's dispatch or the online step (issue
+    22), the low-sharing plan is rejected."""
+    document = gate("lowshare", 24.0, 120.0, policy)
+    assert document["candidate_policy"] == policy
     assert document["verdict"] == "fail", document["reason"]
     near = document["loads"]["near"]  # type: ignore[index]
     assert near["cacheroute"]["kv_hit"] > near["flat"]["kv_hit"]  # hit rate is not enough
     assert "regresses" in str(document["reason"]) or "no improvement" in str(document["reason"])
+
+
+def test_the_candidate_is_replayed_with_the_routers_policy() -> None:
+    """The plan's side runs the policy the settings name (a replay under another policy differs),
+    and a policy that does not follow a plan is refused before any replay."""
+    preset = presets.preset_for("paper")
+    stream = make_stream(make_workload("paper", **preset.options), qps=60.0, duration_s=20.0,
+                         seed=1, prior_window_s=20.0)  # fmt: skip
+    table = plan_for("lpt", stream, NODES, q_cap=Q_CAP["paper"])
+    assert table is not None
+    p99 = {}
+    for policy in ("cacheroute", "cacheroute_online"):
+        settings = ShadowSettings(profile=get_profile(preset.profile), policy=policy)
+        replayer = Replayer(stream.requests, table, settings)
+        p99[policy] = replayer.run("cacheroute", 400.0, seed=1, abort=False).ttft_p99_s
+    assert p99["cacheroute"] != p99["cacheroute_online"]
+    settings = ShadowSettings(profile=get_profile(preset.profile), policy="sglang")
+    with pytest.raises(ShadowError, match="sglang"):
+        shadow(stream.requests, table, settings)
 
 
 def test_scaling_a_stream_multiplies_its_load() -> None:
