@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.redis, pytest.mark.grpc, pytest.mark.
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "bench_soak.py"
 
 
-def test_the_short_soak_fails_no_route_call_or_http_request_while_plans_roll_out(tmp_path: Path) -> None:
+def test_the_short_soak_fails_no_route_call_or_http_request_during_rollouts(tmp_path: Path) -> None:
     out = tmp_path / "soak.json"
     done = subprocess.run(
         [sys.executable, str(BENCH), "--ci", "--json", str(out), "--log-dir", str(tmp_path)],
