@@ -1,16 +1,19 @@
 """Soak: a steady Route rate for a long time, with plan rollouts and live load snapshots.
 
-    .venv/bin/python bench/bench_soak.py [--duration 1800] [--rate 200] [--bucket 60]
-                                         [--rollout-every 20] [--json OUT]
+    .venv/bin/python bench/bench_soak.py [--duration 1800] [--rate 200] [--http-rate 10]
+                                         [--bucket 60] [--rollout-every 20] [--json OUT]
     .venv/bin/python bench/bench_soak.py --ci          # 20 s, 5 s buckets, a rollout every 3 s
 
 Processes (all on 127.0.0.1): an embedded redis-server, ``python -m controlplane``, four
 simulated engines (``python -m simengine``, one process), their agents (``python -m agents``) and
-one router (``python -m dataplane``). This process sends ``Route`` calls at ``--rate`` per second
-(keys Zipf(1.1) over 2,000 tenants, 8 concurrent callers on one channel), and every
-``--rollout-every`` seconds asks the control plane to build a plan from the live rates and rolls
-it out. Per bucket: calls, errors, p50/p99 latency, router and control-plane RSS. The claims a
-soak checks: **errors = 0**, p99 flat, RSS levels off (last bucket vs the first after warm-up).
+one router (``python -m dataplane``) with its OpenAI HTTP front on. This process sends ``Route``
+calls at ``--rate`` per second (keys Zipf(1.1) over 2,000 tenants, 8 concurrent callers on one
+channel), chat completions through the front at ``--http-rate`` per second (the real ``openai``
+client, streamed and not, five business keys: bench/soak_http.py), and every ``--rollout-every``
+seconds asks the control plane to build a plan from the live rates and rolls it out. Per bucket:
+Route and HTTP calls, errors and p50/p99 latency, router and control-plane RSS. The claims a soak
+checks: **errors = 0** on both doors, p99 flat, RSS levels off (last bucket vs the first after
+warm-up).
 """
 
 from __future__ import annotations
@@ -29,6 +32,9 @@ import grpc
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from soak_http import Sample, http_load, served_model
 
 from cachectl.localcluster.processes import ManagedProcess, logged_values, python_module, stop_all
 from cacheroute.v1 import admin_pb2, admin_pb2_grpc, routing_pb2, routing_pb2_grpc
@@ -87,8 +93,9 @@ class Cluster:
         )
         self.router = self._start("router", "dataplane", "--listen", f"{HOST}:0", "--redis-url",
                                   self.redis.url, "--router-id", "soak", "--metrics-listen", "",
-                                  "--report-interval", "2", *info)  # fmt: skip
-        self.cp_address = self.router_address = ""
+                                  "--report-interval", "2", "--http-listen", f"{HOST}:0",
+                                  *info)  # fmt: skip
+        self.cp_address = self.router_address = self.front_url = self.model = ""
 
     def _start(self, name: str, module: str, *args: str) -> ManagedProcess:
         proc = ManagedProcess(name, python_module(module, *args), self.log_dir).start()
@@ -99,6 +106,7 @@ class Cluster:
         self.cp_address = (await logged(self.cp, "control plane serving", "listen"))[0]
         urls = await logged(self.engines, "engine serving", "url", 4)
         self.router_address = (await logged(self.router, "router serving", "address"))[0]
+        self.front_url = "http://" + (await logged(self.router, "http front serving", "address"))[0]
         specs = [a for i, u in enumerate(urls) for a in ("--engine", f"sim-{i}={u}")]
         self._start("agents", "agents", "--controlplane", self.cp_address, *specs, *LOG)
         async with grpc.aio.insecure_channel(self.cp_address) as channel:
@@ -112,6 +120,7 @@ class Cluster:
                     raise RuntimeError("the engines never became healthy")
                 await asyncio.sleep(0.2)
         await self._routing(deadline)
+        self.model = await served_model(self.front_url, deadline)
 
     async def _routing(self, deadline: float) -> None:
         """Until the router answers: it learns the nodes from the next load snapshot and until
@@ -136,7 +145,7 @@ async def load(
     address: str,
     rate: float,
     until: float,
-    samples: list[tuple[float, float, bool]],
+    samples: list[Sample],
     errors: list[str],
 ) -> None:
     """Route calls at ``rate`` from 8 callers; the first 20 failures' codes go to ``errors``."""
@@ -191,8 +200,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     cluster = Cluster(Path(args.log_dir))
     try:
         await cluster.ready()
-        samples: list[tuple[float, float, bool]] = []
+        samples: list[Sample] = []
         errors: list[str] = []
+        http_samples: list[Sample] = []
+        http_errors: list[str] = []
         rollout_log: list[dict[str, Any]] = []
         rss: list[tuple[float, float, float]] = []
         started = time.time()
@@ -205,10 +216,14 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
         await asyncio.gather(
             load(cluster.router_address, args.rate, until, samples, errors),
+            http_load(
+                cluster.front_url, cluster.model, args.http_rate, until, http_samples, http_errors
+            ),
             rollouts(cluster.cp_address, args.rollout_every, until, rollout_log),
             sample_rss(),
         )
-        return summarize(args, started, samples, rollout_log, rss) | {"first_errors": errors}
+        result = summarize(args, started, samples, http_samples, rollout_log, rss)
+        return result | {"first_errors": errors, "first_http_errors": http_errors}
     finally:
         cluster.stop()
 
@@ -216,7 +231,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 def summarize(
     args: argparse.Namespace,
     started: float,
-    samples: list[tuple[float, float, bool]],
+    samples: list[Sample],
+    http_samples: list[Sample],
     rollout_log: list[dict[str, Any]],
     rss: list[tuple[float, float, float]],
 ) -> dict[str, Any]:
@@ -225,11 +241,16 @@ def summarize(
         lo, hi = started + b * args.bucket, started + (b + 1) * args.bucket
         inside = [(lat, ok) for t, lat, ok in samples if lo <= t < hi]
         lat = np.array([x for x, _ in inside]) * 1e6 if inside else np.array([0.0])
+        http = [(lat, ok) for t, lat, ok in http_samples if lo <= t < hi]
+        http_ms = np.array([x for x, _ in http]) * 1e3 if http else np.array([0.0])
         mem = [(r, c) for t, r, c in rss if lo <= t < hi] or [(float("nan"),) * 2]
         buckets.append({
             "bucket": b, "calls": len(inside), "errors": sum(1 for _, ok in inside if not ok),
             "p50_us": round(float(np.percentile(lat, 50))),
             "p99_us": round(float(np.percentile(lat, 99))),
+            "http_calls": len(http), "http_errors": sum(1 for _, ok in http if not ok),
+            "http_p50_ms": round(float(np.percentile(http_ms, 50)), 1),
+            "http_p99_ms": round(float(np.percentile(http_ms, 99)), 1),
             "router_rss_mib": round(max(r for r, _ in mem), 1),
             "controlplane_rss_mib": round(max(c for _, c in mem), 1),
         })  # fmt: skip
@@ -237,8 +258,10 @@ def summarize(
         "command": " ".join(sys.argv),
         "machine": f"{platform.machine()} Python {platform.python_version()}",
         "started_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime(started)),
-        "duration_s": args.duration, "rate": args.rate,
+        "duration_s": args.duration, "rate": args.rate, "http_rate": args.http_rate,
         "calls": len(samples), "errors": sum(1 for _, _, ok in samples if not ok),
+        "http_calls": len(http_samples),
+        "http_errors": sum(1 for _, _, ok in http_samples if not ok),
         "rollouts": sum(1 for r in rollout_log if "version" in r),
         "rollout_errors": [r["error"] for r in rollout_log if "error" in r],
         "buckets": buckets,
@@ -249,6 +272,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--duration", type=float, default=1800.0)
     parser.add_argument("--rate", type=float, default=200.0)
+    parser.add_argument("--http-rate", type=float, default=10.0, help="chat completions per s")
     parser.add_argument("--bucket", type=float, default=60.0)
     parser.add_argument("--rollout-every", type=float, default=20.0)
     parser.add_argument("--ci", action="store_true", help="20 s, 5 s buckets, rollout every 3 s")
@@ -258,17 +282,25 @@ def main() -> int:
     if args.ci:
         args.duration, args.bucket, args.rollout_every = 20.0, 5.0, 3.0
     result = asyncio.run(run(args))
-    print(f"calls {result['calls']}  errors {result['errors']}  rollouts {result['rollouts']}")
-    print("bucket  calls  errors  p50_us  p99_us  router_MiB  cp_MiB")
+    print(f"calls {result['calls']}  errors {result['errors']}  http calls "
+          f"{result['http_calls']}  http errors {result['http_errors']}  "
+          f"rollouts {result['rollouts']}")  # fmt: skip
+    print("bucket  calls  errors  p50_us  p99_us  http  http_err  http_p50_ms  http_p99_ms"
+          "  router_MiB  cp_MiB")  # fmt: skip
     for b in result["buckets"]:
         row = (b["bucket"], b["calls"], b["errors"], b["p50_us"], b["p99_us"])
         print("{:6}  {:5}  {:6}  {:6}  {:6}".format(*row), end="")
+        http = (b["http_calls"], b["http_errors"], b["http_p50_ms"], b["http_p99_ms"])
+        print("  {:4}  {:8}  {:11}  {:11}".format(*http), end="")
         print(f"  {b['router_rss_mib']:10}  {b['controlplane_rss_mib']:6}")
     for error in result["first_errors"]:
         print("error:", error)
+    for error in result["first_http_errors"]:
+        print("http error:", error)
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))
-    return 0 if result["errors"] == 0 else 1
+    http_ok = result["http_errors"] == 0 and (args.http_rate <= 0 or result["http_calls"] > 0)
+    return 0 if result["errors"] == 0 and http_ok else 1
 
 
 if __name__ == "__main__":
