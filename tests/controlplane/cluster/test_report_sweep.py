@@ -12,6 +12,7 @@ from cacheroute_state.interfaces import ReportRecord
 from controlplane.cluster.nodes import Liveness
 from controlplane.cluster.report_sweep import ReportSweeper
 from controlplane.metrics import ControlPlaneMetrics
+from controlplane.server import ControlPlane
 from tests.support.controlplane import StubAgent, clients, fast_config, report, running
 from tests.support.polling import eventually
 from tests.support.state import on_redis
@@ -73,13 +74,20 @@ async def test_report_of_an_agent_that_never_left_is_gone_from_redis_after_reten
     options = {"report_retention_s": 1.0, "leader_grace_s": 0.0}
     try:
         async with running(fast_config(state_url, instance_id="cp-b", **options)) as b:
-            a_config = fast_config(state_url, instance_id="cp-a", **options)
-            async with running(a_config) as a, clients(a.address) as c:
-                agent = StubAgent(c.agents)
-                await agent.send(report("gpu-1", pool="blue", address="10.1.0.1:8000"))
-                await agent.read()
-                assert await raw.hexists(key, "gpu-1")
-            # A has stopped; the agent is gone without a goodbye.
+            a = ControlPlane(fast_config(state_url, instance_id="cp-a", **options))
+            await a.start()
+            try:
+                async with clients(a.address) as c:
+                    agent = StubAgent(c.agents)
+                    await agent.send(report("gpu-1", pool="blue", address="10.1.0.1:8000"))
+                    await agent.read()
+                    assert await raw.hexists(key, "gpu-1")
+                    # A stops while the agent's stream is still open (closing the channel first
+                    # would be a goodbye: the stream's end marks the node down); the agent is
+                    # then gone for good.
+                    await a.stop()
+            finally:
+                await a.stop()
             last = await stores.cluster.get_report("blue", "gpu-1")
             assert last is not None and not last.report.leaving
 
