@@ -79,6 +79,23 @@ for study in "$@"; do
         public) run online5_public capacity --workload paper --profile llama-3.3-70b-fp8-tp2-h100 \
           --q-cap 20.25 --seeds 2,3,4,5,6 --policies cacheroute_online \
           --ladder 600,700,800,900,1000,1200 ;;
+        public_echo_off) run online5_public_echo_off capacity --workload paper \
+          --profile llama-3.3-70b-fp8-tp2-h100 --q-cap 20.25 --seeds 2,3,4,5,6 \
+          --policies cacheroute_online --no-session-echo --ladder 700,800,900 --ref-qps 800 ;;
+        lowshare) run online5_lowshare capacity --workload lowshare --q-cap 1.60546875 \
+          --seeds 2,3,4 --policies cacheroute_online ;;
+        whales) run online5_whales capacity --workload whales --q-cap 23.75 --seeds 2,3,4 \
+          --policies cacheroute_online ;;
+        routers16_fine)  # 120 and 150 QPS at 16 routers, where the knees below fall between rungs
+          fine=("${testbed[@]}" --q-cap 3.0546875 --routers 16 --seeds 4,5,6 --ladder 120,150 \
+            --ref-qps 120)
+          sync=(--tree-sync-ms 1000 --policy-param sglang.tie_order=random)
+          run online5_r16_online_round_robin_fine capacity "${fine[@]}" --policies cacheroute_online
+          run online5_r16_sglang_key_fine capacity "${fine[@]}" --front key --policies sglang
+          run online5_r16_sglang_sync_round_robin_fine capacity "${fine[@]}" "${sync[@]}" \
+            --policies sglang
+          run online5_r16_sglang_sync_key_fine capacity "${fine[@]}" --front key "${sync[@]}" \
+            --policies sglang ;;
         routers4 | routers16)  # 1/4/16 routers, held-out seeds 4-6, under each front tier
           n=${study#online5-routers}
           many=("${testbed[@]}" --q-cap 3.0546875 --routers "$n" --seeds 4,5,6 \
