@@ -478,7 +478,7 @@ def inprocess(table_bytes: bytes) -> dict[str, Any]:
         t0 = time.perf_counter()
         for q in reqs:
             inp = parse_request(q)
-            encoder.encode(*router.route(inp, now), inp.key_hash, inp.key, inp.request_id)
+            encoder.encode_outcome(router.route(inp, now), inp.key_hash, inp.key, inp.request_id)
         timings[variant].append((time.perf_counter() - t0) / len(reqs) * 1e6)
     for variant in variants:
         out[f"decision_us_metrics_{variant}"] = float(np.median(timings[variant]))

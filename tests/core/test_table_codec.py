@@ -85,6 +85,23 @@ def test_decoded_arrays_are_read_only() -> None:
             array[0] = 0
 
 
+@pytest.mark.parametrize("pad", range(8))
+def test_decoded_arrays_are_aligned_wherever_the_fields_land(pad: int) -> None:
+    """A longer pool name shifts the bytes fields inside the snapshot; an unaligned view made every
+    ``searchsorted`` copy the whole hash array (a warm-key lookup O(keys)), so decoding copies
+    exactly those, and lookups still find every key."""
+    original = sample_table()
+    shifted = make_table(
+        pool="p" + "x" * pad, node_ids=original.node_ids, key_hashes=original.key_hashes,
+        set_offsets=original.set_offsets, set_members=original.set_members,
+        params=original.params, created_at_unix_ms=original.created_at_unix_ms,
+    )  # fmt: skip
+    decoded = decode_table(encode_table(shifted))
+    for array in (decoded.key_hashes, decoded.set_offsets, decoded.set_members):
+        assert array.flags.aligned and not array.flags.writeable
+    assert [decoded.find(int(k)) for k in original.key_hashes] == [0, 1, 2]
+
+
 def test_encoding_is_little_endian_raw_bytes() -> None:
     msg = table_to_proto(sample_table())
     assert msg.key_hashes == np.array([5, 2**63, 2**64 - 1], dtype=u8).tobytes()
