@@ -5,8 +5,6 @@ once without any test noticing. Nothing here is timed; it checks the loop runs a
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -15,16 +13,11 @@ from cacheroute.v1 import routing_pb2
 from dataplane.core.decision_encoding import DecisionEncoder
 from dataplane.core.route_input import parse_request
 from dataplane.core.router import Router
-
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "bench_prefix_sizes.py"
+from tests.support.scripts import load_script
 
 
 def load_bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_prefix_sizes", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("bench/bench_prefix_sizes.py")
 
 
 @pytest.mark.parametrize("kind", ["none", "blocks", "prompt"])

@@ -2,21 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "bench_route.py"
+from tests.support.scripts import load_script
 
 
 def load_bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_route", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("bench/bench_route.py")
 
 
 def run(ratios: list[float], batch: list[float], wall: float) -> dict[str, object]:
