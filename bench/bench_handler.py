@@ -32,9 +32,9 @@ import numpy as np
 import dataplane
 from dataplane.core.keys import hash_key
 from dataplane.core.router import Router
-from dataplane.router_metrics import RouterMetrics
-from dataplane.sampler import Sampler
-from dataplane.servicer import RouterServicer
+from dataplane.rpc.servicer import RouterServicer
+from dataplane.telemetry.router_metrics import RouterMetrics
+from dataplane.telemetry.sampler import Sampler
 
 TREE = Path(dataplane.__file__).resolve().parent.parent
 sys.path.insert(0, str(TREE / "bench"))

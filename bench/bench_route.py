@@ -453,9 +453,9 @@ def inprocess(table_bytes: bytes) -> dict[str, Any]:
     from dataplane.core.route_input import parse_request  # noqa: PLC0415
     from dataplane.core.router import Router  # noqa: PLC0415
     from dataplane.core.table_codec import decode_table  # noqa: PLC0415
-    from dataplane.router_metrics import RouterMetrics  # noqa: PLC0415
-    from dataplane.sampler import Sampler  # noqa: PLC0415
-    from dataplane.table_watcher import decode_for  # noqa: PLC0415
+    from dataplane.sync.table_watcher import decode_for  # noqa: PLC0415
+    from dataplane.telemetry.router_metrics import RouterMetrics  # noqa: PLC0415
+    from dataplane.telemetry.sampler import Sampler  # noqa: PLC0415
 
     table = decode_table(table_bytes)
     reqs = requests_for(seed=2)[:20000]

@@ -14,7 +14,7 @@ import time
 import openai
 from openai.types.chat import ChatCompletionMessageParam
 
-KEY_HEADER = "x-cacheroute-key"  # dataplane.http_front.request_keys.KEY_HEADER
+KEY_HEADER = "x-cacheroute-key"  # dataplane.openai_api.request_keys.KEY_HEADER
 BUSINESS_KEYS = ("acme", "globex", "initech", "umbrella", "hooli")
 CALLERS = 4
 TIMEOUT_S = 30.0

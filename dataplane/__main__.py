@@ -19,10 +19,10 @@ from dataplane.core.active_probes import ProbeConfig
 from dataplane.core.names import InvalidNameError, validate_pool
 from dataplane.core.outliers import OutlierConfig
 from dataplane.extproc.context import ExtProcConfig
-from dataplane.health_feedback import parse_networks
+from dataplane.health.health_feedback import parse_networks
 from dataplane.http_front.app import FrontConfig
 from dataplane.http_front.connections import ConnectionLimits
-from dataplane.http_front.request_keys import DEFAULT_KEY_HEADERS
+from dataplane.openai_api.request_keys import DEFAULT_KEY_HEADERS
 from dataplane.options import (
     ACK_INTERVAL,
     ACTIVE_PROBE_AFTER_STALE,

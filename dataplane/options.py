@@ -15,10 +15,10 @@ from dataplane.core.active_probes import ProbeConfig
 from dataplane.core.outliers import OutlierConfig
 from dataplane.core.policies import POLICIES
 from dataplane.extproc.context import ExtProcConfig
-from dataplane.health_feedback import DEFAULT_SHARE
+from dataplane.health.health_feedback import DEFAULT_SHARE
 from dataplane.http_front.app import FrontConfig
 from dataplane.http_front.connections import ConnectionLimits
-from dataplane.http_front.request_keys import DEFAULT_KEY_HEADERS
+from dataplane.openai_api.request_keys import DEFAULT_KEY_HEADERS
 from dataplane.server import RouterConfig
 from servekit.exposure import ALLOW_UNAUTHENTICATED
 from servekit.flags import (

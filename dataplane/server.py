@@ -13,13 +13,13 @@ Loops (all on the server's event loop; none of them is on a decision's path):
   "pools"/"resync" → everything. Lost subscription: reconnect with backoff (0.1 s doubling to 5 s),
   and the new subscription's "resync" re-reads everything.
 * table watcher (every ``table_interval_s``, default 2 s, and on hints), ACK heartbeat
-  (``ack_interval_s``, 5 s); see :mod:`dataplane.table_watcher`.
+  (``ack_interval_s``, 5 s); see :mod:`dataplane.sync.table_watcher`.
 * load watcher (every ``load_interval_s``, 1 s, besides the pushed snapshots).
 * traffic reports (``report_interval_s``, 5 s) and trace samples (``sample_interval_s``, 1 s).
 * passive health: ejected destinations return when their time is up (every 0.25 s);
-  see :mod:`dataplane.passive_health`.
+  see :mod:`dataplane.health.passive_health`.
 * active probes (``probes.interval_s``, 2 s; 0: off): TCP connects to the destinations of pools
-  whose snapshots are stale; see :mod:`dataplane.active_probe`.
+  whose snapshots are stale; see :mod:`dataplane.health.active_probe`.
 
 With ``http`` set, the OpenAI-compatible front (:mod:`dataplane.http_front`) serves on the same
 event loop and decides with the same router; it starts after gRPC and stops before it. With
@@ -45,26 +45,26 @@ from cacheroute.v1 import routing_pb2
 from cacheroute_state import Stores, open_stores
 from cacheroute_state.interfaces import HintKind, StoreUnavailableError
 from cacheroute_state.urls import redacted
-from dataplane.active_probe import ActiveProber
-from dataplane.callers import CallerNames
 from dataplane.core.active_probes import ProbeConfig
 from dataplane.core.outliers import OutlierConfig
 from dataplane.core.router import Router
 from dataplane.extproc.context import ExtProcConfig, PickerContext
 from dataplane.extproc.service import ExtProcServer
-from dataplane.health_feedback import DEFAULT_SHARE, HealthFeedback, Network, allow_listed
-from dataplane.holds import Holds, InFlightCollector
+from dataplane.health.active_probe import ActiveProber
+from dataplane.health.health_feedback import DEFAULT_SHARE, HealthFeedback, Network, allow_listed
+from dataplane.health.passive_health import PassiveHealth
 from dataplane.http_front.app import FrontConfig, HttpFront
-from dataplane.load_watcher import LoadWatcher
-from dataplane.passive_health import PassiveHealth
-from dataplane.planning_gate import PlanningGate
-from dataplane.router_metrics import RouterMetrics
-from dataplane.sampler import Sampler, SampleReporter
-from dataplane.served_metrics import ServedMetrics
-from dataplane.servicer import RouterServicer, add_to_server
-from dataplane.table_watcher import TableWatcher
-from dataplane.tracing import spans_from_environment
-from dataplane.traffic import TrafficReporter
+from dataplane.requests.callers import CallerNames
+from dataplane.requests.holds import Holds, InFlightCollector
+from dataplane.requests.planning_gate import PlanningGate
+from dataplane.rpc.servicer import RouterServicer, add_to_server
+from dataplane.sync.load_watcher import LoadWatcher
+from dataplane.sync.table_watcher import TableWatcher
+from dataplane.telemetry.router_metrics import RouterMetrics
+from dataplane.telemetry.sampler import Sampler, SampleReporter
+from dataplane.telemetry.served_metrics import ServedMetrics
+from dataplane.telemetry.tracing import spans_from_environment
+from dataplane.telemetry.traffic import TrafficReporter
 from servekit.addresses import parse_host_port
 from servekit.auth_file import AuthTable
 from servekit.grpc_server import GrpcServer
@@ -110,7 +110,7 @@ class RouterConfig:
     sample_interval_s: float = 1.0
     sample_rate: float = 0.01
     sample_floor: float = (
-        1.0  # samples/s the rate rises to reach on thin traffic (dataplane.sampler)
+        1.0  # samples/s the rate rises to reach on thin traffic (dataplane.telemetry.sampler)
     )
     sample_buffer: int = 10_000
     top_keys: int = 4096

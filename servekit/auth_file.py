@@ -4,7 +4,7 @@ YAML, a list of clients: ``{name, role, sha256}`` (``sha256``: the hex SHA-256 o
 bearer token, so the file holds no secret) or ``{name, role, subject}`` (an mTLS certificate
 subject standing for a token). ``role`` is ``read``, ``write`` or ``agent``; what each may call
 is the control plane's business (:mod:`controlplane.services.auth`); a router only names its
-``Route`` callers by it (:mod:`dataplane.planning_gate`).
+``Route`` callers by it (:mod:`dataplane.requests.planning_gate`).
 """
 
 from __future__ import annotations

@@ -14,8 +14,8 @@ audited as ``shadow`` with the actor; ``plan show``, ``plan list`` and ``status`
 verdict is ``inconclusive``, recorded without a replay, and the shadow gate treats it by the
 operator's ``--shadow-inconclusive`` rule (:mod:`controlplane.lifecycle.verdict_gate`). A small
 pool reaches the minimum because the routers' sampling rate rises when traffic is thin
-(``--sample-floor``, :mod:`dataplane.sampler`). A trace file has no minimum (the operator chose
-its length). The verdict records the profile that judged it and the number of requests.
+(``--sample-floor``, :mod:`dataplane.telemetry.sampler`). A trace file has no minimum (the operator
+chose its length). The verdict records the profile that judged it and the number of requests.
 
 **Which profile.** The one the request names (``--profile``); without one, the pool's fleet
 profile fitted from its own telemetry (``cachectl profile fit``) when its fit quality is within

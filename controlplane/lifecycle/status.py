@@ -1,7 +1,7 @@
 """GetStatus: the active pointer, router ACK/NACKs and node states per pool, and the leader.
 
 Routers: every router writes its ACK per pool at its first sync and again every
-``--ack-interval`` (5 s) as a heartbeat (:mod:`dataplane.table_watcher`); before it has applied
+``--ack-interval`` (5 s) as a heartbeat (:mod:`dataplane.sync.table_watcher`); before it has applied
 any plan its record has generation 0 (``cachectl status`` shows it as ``starting``, or ``no
 plan`` when the pool has none). A router silent for ``ROUTER_EXPIRY_MS`` (5 minutes: 60 missed
 heartbeats) is gone: it is left out of ``routers`` and counted in ``routers_expired``.

@@ -59,7 +59,7 @@ class RouteOutcome(NamedTuple):
 
 
 class DecisionMetrics(Protocol):
-    """Per-pool decision counters (:mod:`dataplane.router_metrics`); a no-op one for benchmarks."""
+    """Per-pool decision counters (:mod:`dataplane.telemetry.router_metrics`); no-op in benches."""
 
     def decided(self, reason: Reason, seconds: float) -> None: ...
 
@@ -67,7 +67,7 @@ class DecisionMetrics(Protocol):
 
 
 class SampleSink(Protocol):
-    """Takes a Bernoulli sample of decisions (see :mod:`dataplane.sampler`)."""
+    """Takes a Bernoulli sample of decisions (see :mod:`dataplane.telemetry.sampler`)."""
 
     def hit(self) -> bool: ...
 

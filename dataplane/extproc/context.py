@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from dataplane.core.router import Router
-from dataplane.holds import Holds
-from dataplane.http_front.request_keys import DEFAULT_KEY_HEADERS, KeyRules
-from dataplane.passive_health import PassiveHealth
-from dataplane.served_metrics import ServedMetrics
+from dataplane.health.passive_health import PassiveHealth
+from dataplane.openai_api.request_keys import DEFAULT_KEY_HEADERS, KeyRules
+from dataplane.requests.holds import Holds
+from dataplane.telemetry.served_metrics import ServedMetrics
 
 
 @dataclass(frozen=True)

@@ -2,12 +2,12 @@
 
 Request side (``request_body_mode: FULL_DUPLEX_STREAMED``):
 
-* request headers with a key header (:func:`~dataplane.http_front.request_keys.header_request`):
+* request headers with a key header (:func:`~dataplane.openai_api.request_keys.header_request`):
   decide at once and answer the headers with the pick; later body chunks are echoed as they come;
 * a request without a body (``GET /v1/models``): decide by power-of-two choices (not counted for
   planning: there is no key);
 * otherwise hold the headers' answer, gather the body (over ``max_body_bytes``: 413, nothing
-  forwarded), parse it with the HTTP front's own rules (:func:`~dataplane.http_front.request_keys.
+  forwarded), parse it with the HTTP front's own rules (:func:`~dataplane.openai_api.request_keys.
   front_request`: ``prompt_cache_key``, else the derived key of model + prompt head), decide,
   answer the headers with the pick and echo the whole body.
 
@@ -34,18 +34,18 @@ from dataplane.core.router import NoDestinationError, UnknownPoolError
 from dataplane.extproc import wire
 from dataplane.extproc.context import PickerContext
 from dataplane.extproc.pick import Pick, pick
-from dataplane.holds import Hold
-from dataplane.http_front.errors import NOT_FOUND, UNAVAILABLE, FrontError, bad_request
-from dataplane.http_front.prompts import endpoint_of
-from dataplane.http_front.request_keys import (
+from dataplane.openai_api.errors import NOT_FOUND, UNAVAILABLE, FrontError, bad_request
+from dataplane.openai_api.prompts import endpoint_of
+from dataplane.openai_api.request_keys import (
     POOL_HEADER,
     FrontRequest,
     front_request,
     header_request,
     parse_body,
 )
-from dataplane.served_metrics import AnswerTimer
-from dataplane.tracing import decision_attributes
+from dataplane.requests.holds import Hold
+from dataplane.telemetry.served_metrics import AnswerTimer
+from dataplane.telemetry.tracing import decision_attributes
 
 _IDS = itertools.count(1)
 

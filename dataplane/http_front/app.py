@@ -2,24 +2,24 @@
 
 Routes: ``POST /v1/chat/completions``, ``POST /v1/completions`` (streaming or not),
 ``POST /v1/embeddings`` and ``POST /v1/responses`` (passed through on the same routing rules; the
-prompt each is keyed by: :mod:`~dataplane.http_front.prompts`), ``GET /v1/models`` (the union
+prompt each is keyed by: :mod:`~dataplane.openai_api.prompts`), ``GET /v1/models`` (the union
 of the pool's eligible engines' models), ``GET /health``.
 
 A completion: read the body (over ``max_body_bytes`` → 413), parse it and pick key and pool
-(:mod:`~dataplane.http_front.request_keys`, 400 naming the field), decide with the router's own
+(:mod:`~dataplane.openai_api.request_keys`, 400 naming the field), decide with the router's own
 ``Router.route`` on this event loop (the same policies and tables as ``Route``; unknown pool →
 404, no eligible engine → 503), hold the decision's load until the response ends
-(:mod:`dataplane.holds`), send the body unchanged to the engine and relay its answer as it arrives
-(:mod:`~dataplane.http_front.proxy`). A connect error, a 5xx or the first-byte timeout is retried
-once on another node (:mod:`~dataplane.http_front.choose`); every attempt's outcome goes to
-passive health (:mod:`dataplane.passive_health`), which ejects a node that keeps failing.
+(:mod:`dataplane.requests.holds`), send the body unchanged to the engine and relay its answer as it
+arrives (:mod:`~dataplane.http_front.proxy`). A connect error, a 5xx or the first-byte timeout is
+retried once on another node (:mod:`~dataplane.http_front.choose`); every attempt's outcome goes to
+passive health (:mod:`dataplane.health.passive_health`), which ejects a node that keeps failing.
 After the first byte reached the client nothing is retried: an engine failing mid-stream ends
 the stream with an error event (SSE) or a cut connection. A client that goes away cancels the
 handler (``handler_cancellation``), which closes the engine connection. Every response carries
 ``x-cacheroute-node``, ``-reason``, ``-version`` and ``-generation`` (of the attempt that
 answered; errors before a decision carry none) and every error of the front's own is
 OpenAI-style JSON. Time to first byte, chunk gaps, end-to-end time and cached tokens of each
-answer go to :mod:`dataplane.served_metrics` (door ``http``).
+answer go to :mod:`dataplane.telemetry.served_metrics` (door ``http``).
 """
 
 from __future__ import annotations
@@ -38,14 +38,14 @@ from prometheus_client import CollectorRegistry
 
 from dataplane.core.names import DEFAULT_POOL
 from dataplane.core.router import NoDestinationError, RouteOutcome, Router, UnknownPoolError
-from dataplane.holds import Hold, Holds
+from dataplane.health.passive_health import PassiveHealth
 from dataplane.http_front.choose import alternate
 from dataplane.http_front.connections import ConnectionGuard, ConnectionLimits, quiet_accept_errors
-from dataplane.http_front.errors import NOT_FOUND, SERVER_ERROR, UNAVAILABLE, FrontError
 from dataplane.http_front.first_byte import FirstByteTimeouts
 from dataplane.http_front.metrics import FrontMetrics
 from dataplane.http_front.proxy import AttemptFailedError, Upstream, base_url, relay
-from dataplane.http_front.request_keys import (
+from dataplane.openai_api.errors import NOT_FOUND, SERVER_ERROR, UNAVAILABLE, FrontError
+from dataplane.openai_api.request_keys import (
     DEFAULT_KEY_HEADERS,
     POOL_HEADER,
     SESSION_HEADER,
@@ -53,10 +53,10 @@ from dataplane.http_front.request_keys import (
     KeyRules,
     front_request,
 )
-from dataplane.http_front.request_keys import parse_body as parse_json_body
-from dataplane.passive_health import PassiveHealth
-from dataplane.served_metrics import AnswerTimer, ServedMetrics
-from dataplane.tracing import decision_attributes
+from dataplane.openai_api.request_keys import parse_body as parse_json_body
+from dataplane.requests.holds import Hold, Holds
+from dataplane.telemetry.served_metrics import AnswerTimer, ServedMetrics
+from dataplane.telemetry.tracing import decision_attributes
 
 log = structlog.get_logger("dataplane.http_front")
 MODELS_TIMEOUT_S = 2.0

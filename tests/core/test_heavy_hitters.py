@@ -12,7 +12,7 @@ from dataplane.core.heavy_hitters import FOLD_EVERY, SpaceSaving, TrafficCounter
 from dataplane.core.policies import Reason
 from dataplane.core.route_input import parse_request
 from dataplane.core.router import RouteOutcome
-from dataplane.sampler import Sampler
+from dataplane.telemetry.sampler import Sampler
 
 
 def zipf_stream(n: int, keys: int, seed: int) -> list[int]:

@@ -7,7 +7,7 @@ import pytest
 from dataplane.core.keys import hash_key
 from dataplane.core.policies import Reason
 from dataplane.core.router import NoDestinationError, Router, UnknownPoolError
-from dataplane.sampler import Sampler
+from dataplane.telemetry.sampler import Sampler
 from tests.support.router_core import NOW_MS, NOW_S, inp, snapshot, table_for
 
 

@@ -14,7 +14,7 @@ from cacheroute_state import Stores
 from cacheroute_state.redis_table_fetch import ChunkedTableFetcher
 from dataplane.core.table import RoutingTable, TableError
 from dataplane.core.table_codec import decode_table, encode_table, table_from_proto, table_to_proto
-from dataplane.table_watcher import decode_for
+from dataplane.sync.table_watcher import decode_for
 from tests.support.factories import metadata_for, small_plan
 
 

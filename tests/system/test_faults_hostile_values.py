@@ -19,8 +19,8 @@ import redis as redis_py
 from cacheroute.v1 import agent_pb2_grpc, cluster_pb2
 from cacheroute_state import open_stores, schema
 from dataplane.core.router import Router
-from dataplane.load_watcher import LoadWatcher
-from dataplane.router_metrics import RouterMetrics
+from dataplane.sync.load_watcher import LoadWatcher
+from dataplane.telemetry.router_metrics import RouterMetrics
 from tests.support.controlplane import fast_config, report, running
 from tests.support.polling import eventually
 

@@ -11,7 +11,7 @@ from cacheroute_state import open_stores
 from cacheroute_state.embedded import EmbeddedRedis
 from dataplane.__main__ import config_from, parse_args
 from dataplane.extproc.context import ExtProcConfig
-from dataplane.http_front.request_keys import DEFAULT_KEY_HEADERS
+from dataplane.openai_api.request_keys import DEFAULT_KEY_HEADERS
 from servekit.options import SettingsError
 from tests.support import extproc as m
 from tests.support.polling import eventually

@@ -19,9 +19,9 @@ from dataplane.core.table import RoutingTable
 from dataplane.extproc import wire
 from dataplane.extproc.context import ExtProcConfig, PickerContext
 from dataplane.extproc.stream import PickerStream
-from dataplane.holds import Holds
-from dataplane.passive_health import PassiveHealth
-from dataplane.served_metrics import ServedMetrics
+from dataplane.health.passive_health import PassiveHealth
+from dataplane.requests.holds import Holds
+from dataplane.telemetry.served_metrics import ServedMetrics
 from tests.support import extproc as m
 from tests.support.factories import small_plan
 from tests.support.router import load_snapshot, warm_keys

@@ -11,7 +11,7 @@ import pytest
 
 from cacheroute_state import Stores
 from dataplane.http_front.proxy import FORWARD_REQUEST_HEADERS
-from dataplane.http_front.request_keys import DEFAULT_KEY_HEADERS
+from dataplane.openai_api.request_keys import DEFAULT_KEY_HEADERS
 from tests.dataplane.http_front.conftest import front_url, running_front
 from tests.dataplane.http_front.metrics_util import metric_sum
 from tests.support.engines import recording_engine

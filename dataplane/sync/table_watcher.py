@@ -50,11 +50,11 @@ from dataplane.core.protobuf_fields import Buffer
 from dataplane.core.router import Router
 from dataplane.core.table import RoutingTable, TableError
 from dataplane.core.table_codec import decode_table
-from dataplane.router_metrics import RouterMetrics
+from dataplane.telemetry.router_metrics import RouterMetrics
 from servekit.gil import fast_switched
 from servekit.waiting import wait_event
 
-log = structlog.get_logger("dataplane.table_watcher")
+log = structlog.get_logger("dataplane.sync.table_watcher")
 T = TypeVar("T")
 Fetch = Callable[[str, str], Awaitable[Buffer | None]]
 

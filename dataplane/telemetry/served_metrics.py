@@ -17,7 +17,7 @@ The model label is capped: the first :data:`MAX_MODELS` distinct names are kept 
 characters), every later one is ``other``, so a client inventing model names cannot grow the
 metrics without bound.
 
-With tracing on (:mod:`dataplane.tracing`, the ``otel`` extra) each timer also carries the
+With tracing on (:mod:`dataplane.telemetry.tracing`, the ``otel`` extra) each timer also carries the
 request's span, ended with it.
 """
 
@@ -30,7 +30,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from dataplane.tracing import RequestSpans
+from dataplane.telemetry.tracing import RequestSpans
 
 MAX_MODELS = 32
 MAX_MODEL_LABEL = 64

@@ -26,7 +26,7 @@ from prometheus_client.registry import Collector
 from dataplane.core.outliers import report_outcome, return_due
 from dataplane.core.router import Router
 
-log = structlog.get_logger("dataplane.passive_health")
+log = structlog.get_logger("dataplane.health.passive_health")
 RETURN_INTERVAL_S = 0.25
 
 

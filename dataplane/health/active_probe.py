@@ -34,7 +34,7 @@ from dataplane.core.active_probes import (
 from dataplane.core.router import PoolState, Router
 from servekit.addresses import parse_host_port
 
-log = structlog.get_logger("dataplane.active_probe")
+log = structlog.get_logger("dataplane.health.active_probe")
 
 
 async def tcp_probe(address: str, timeout_s: float) -> bool | None:

@@ -19,9 +19,9 @@ from prometheus_client import CollectorRegistry
 
 from cacheroute.v1 import routing_pb2, routing_pb2_grpc
 from cacheroute_state import Stores
-from dataplane.active_probe import ActiveProber, tcp_probe
 from dataplane.core.active_probes import ProbeConfig
 from dataplane.core.router import Router
+from dataplane.health.active_probe import ActiveProber, tcp_probe
 from tests.support.factories import small_plan, store_plan
 from tests.support.polling import eventually
 from tests.support.router import load_snapshot, rollout, router_stub, running_router

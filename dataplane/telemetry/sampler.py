@@ -34,7 +34,7 @@ from dataplane.core.route_input import RouteInput
 if TYPE_CHECKING:
     from dataplane.core.router import RouteOutcome
 
-log = structlog.get_logger("dataplane.sampler")
+log = structlog.get_logger("dataplane.telemetry.sampler")
 
 
 class Sampler:

@@ -21,8 +21,8 @@ from typing import Any
 import grpc
 from prometheus_client import CollectorRegistry, Counter
 
-from dataplane.callers import CallerNames
 from dataplane.core.client_buckets import ClientBuckets
+from dataplane.requests.callers import CallerNames
 from servekit.auth_file import AuthTable
 
 _Context = grpc.aio.ServicerContext[Any, Any]

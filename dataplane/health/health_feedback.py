@@ -29,7 +29,7 @@ import grpc
 from prometheus_client import CollectorRegistry, Counter
 
 from dataplane.core.router import Router
-from dataplane.passive_health import PassiveHealth
+from dataplane.health.passive_health import PassiveHealth
 
 _Context = grpc.aio.ServicerContext[Any, Any]
 DEFAULT_SHARE = 0.25

@@ -15,10 +15,10 @@ from cacheroute_state import Stores
 from dataplane.core.router import Router
 from dataplane.extproc.context import ExtProcConfig, PickerContext
 from dataplane.extproc.stream import PickerStream
-from dataplane.holds import Holds
-from dataplane.passive_health import PassiveHealth
-from dataplane.served_metrics import ServedMetrics
-from dataplane.tracing import SPAN_NAME, RequestSpans, spans_from_environment
+from dataplane.health.passive_health import PassiveHealth
+from dataplane.requests.holds import Holds
+from dataplane.telemetry.served_metrics import ServedMetrics
+from dataplane.telemetry.tracing import SPAN_NAME, RequestSpans, spans_from_environment
 from tests.dataplane.http_front.conftest import front_url, running_front
 from tests.support import extproc as m
 from tests.support.engines import recording_engine

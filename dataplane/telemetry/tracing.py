@@ -8,8 +8,8 @@ turns it off again. Each request answered through a door (the HTTP front, the En
 gets one span, ``cacheroute.route``, from its arrival to the answer's end, a child of the
 caller's W3C ``traceparent``/``tracestate`` when given, with the decision as attributes
 (``cacheroute.door``, ``.pool``, ``.node``, ``.reason``, ``.version``, ``.key_source``). The spans
-ride on :class:`~dataplane.served_metrics.AnswerTimer`, the per-answer object both doors already
-keep, so the doors need no code of their own for it.
+ride on :class:`~dataplane.telemetry.served_metrics.AnswerTimer`, the per-answer object both doors
+already keep, so the doors need no code of their own for it.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import structlog
 
 from dataplane.core.router import RouteOutcome
 
-log = structlog.get_logger("dataplane.tracing")
+log = structlog.get_logger("dataplane.telemetry.tracing")
 SPAN_NAME = "cacheroute.route"
 
 

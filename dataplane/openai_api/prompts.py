@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from dataplane.core.keys import MAX_PROMPT_BYTES
-from dataplane.http_front.errors import bad_request
+from dataplane.openai_api.errors import bad_request
 
 ENDPOINTS = ("chat", "completions", "embeddings", "responses")
 

@@ -20,11 +20,11 @@ Session: the ``x-session-token`` header (llm-d's convention; the first 512 chara
 ``RouteRequest.session_token``; the response carries the decision's own token in the same header
 (:mod:`dataplane.core.session_token`).
 
-The prompt text is read per endpoint by :mod:`~dataplane.http_front.prompts`; its first 4,096
+The prompt text is read per endpoint by :mod:`~dataplane.openai_api.prompts`; its first 4,096
 UTF-8 bytes derive the key and the chained prompt-block hashes that prefix-history policies and
 the sampled trace read (:meth:`~dataplane.core.route_input.RouteInput.blocks`, computed only when
 one of them asks).
-Every check raises :class:`~dataplane.http_front.errors.FrontError` (400) naming the field.
+Every check raises :class:`~dataplane.openai_api.errors.FrontError` (400) naming the field.
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ from typing import Any
 from cacheroute.v1 import routing_pb2
 from dataplane.core.route_input import InvalidRequestError, RouteInput, parse_request
 from dataplane.core.session_token import MAX_TOKEN
-from dataplane.http_front.errors import bad_request
-from dataplane.http_front.prompts import prompt_head
+from dataplane.openai_api.errors import bad_request
+from dataplane.openai_api.prompts import prompt_head
 
 KEY_HEADER = "x-cacheroute-key"
 POOL_HEADER = "x-cacheroute-pool"
@@ -95,7 +95,7 @@ def front_request(
     rules: KeyRules,
     request_id: str,
 ) -> FrontRequest:
-    """Validate ``body`` of an ``endpoint`` (:data:`~dataplane.http_front.prompts.ENDPOINTS`)
+    """Validate ``body`` of an ``endpoint`` (:data:`~dataplane.openai_api.prompts.ENDPOINTS`)
     and build the router's input (module docstring)."""
     model = body.get("model", "")
     if not isinstance(model, str):

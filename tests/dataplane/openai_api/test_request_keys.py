@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 
 from dataplane.core.keys import derive_key, hash_key
-from dataplane.http_front.errors import FrontError
-from dataplane.http_front.prompts import endpoint_of
 from dataplane.http_front.proxy import base_url
-from dataplane.http_front.request_keys import (
+from dataplane.openai_api.errors import FrontError
+from dataplane.openai_api.prompts import endpoint_of
+from dataplane.openai_api.request_keys import (
     DEFAULT_KEY_HEADERS,
     KeyRules,
     front_request,

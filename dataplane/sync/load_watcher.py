@@ -25,10 +25,10 @@ from google.protobuf.message import DecodeError
 from cacheroute.v1 import cluster_pb2
 from cacheroute_state.interfaces import ClusterStore, StoreUnavailableError
 from dataplane.core.router import Router
-from dataplane.router_metrics import RouterMetrics
+from dataplane.telemetry.router_metrics import RouterMetrics
 from servekit.waiting import wait_event
 
-log = structlog.get_logger("dataplane.load_watcher")
+log = structlog.get_logger("dataplane.sync.load_watcher")
 
 
 class LoadWatcher:

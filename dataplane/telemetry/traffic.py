@@ -19,7 +19,7 @@ from cacheroute_state.interfaces import StoreUnavailableError, TelemetryStore
 from dataplane.core.heavy_hitters import TrafficCounter, Window
 from servekit.gil import fast_switched
 
-log = structlog.get_logger("dataplane.traffic")
+log = structlog.get_logger("dataplane.telemetry.traffic")
 
 
 class TrafficReporter:

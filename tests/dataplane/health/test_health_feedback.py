@@ -1,4 +1,4 @@
-"""dataplane.health_feedback over real gRPC on a real Redis (issue 23, failure 3): anonymous
+"""dataplane.health.health_feedback over real gRPC on a real Redis (issue 23, failure 3): anonymous
 ``Route(hold_until_release)`` + ``Release(CONNECT_FAILED)`` took 2 of 4 engines out of rotation
 even with the router's ``--auth-file``. Now only its clients' outcomes count, and one caller can
 eject at most a bounded share of a pool (1 of 4 at the default 0.25)."""
@@ -12,7 +12,7 @@ import pytest
 from cacheroute.v1 import routing_pb2
 from cacheroute_state import Stores
 from dataplane.core.outliers import OutlierConfig
-from dataplane.health_feedback import parse_networks
+from dataplane.health.health_feedback import parse_networks
 from servekit.auth_file import load_auth_file, token_hash
 from tests.support.polling import eventually
 from tests.support.router import NODES, load_snapshot, router_stub, running_router

@@ -13,13 +13,13 @@ Requests arrive as bytes and are parsed here, not by gRPC's deserializer: malfor
 INVALID_ARGUMENT with one JSON log line ("malformed request"), where a failing deserializer made
 gRPC answer UNKNOWN and log a traceback per call.
 
-``hold_until_release`` (with a ``request_id``) holds the decision's load until ``Release`` names
-the id (:mod:`dataplane.holds`); without an id it is INVALID_ARGUMENT, checked before routing.
-With ``--auth-file`` or ``--planning-rate-limit`` (:mod:`dataplane.planning_gate`) some calls
-are routed but not counted for planning. A ``Release`` that carries an ``outcome`` reports it to
-passive health (:mod:`dataplane.passive_health`), but only when it ends an open hold, and only
-under :mod:`dataplane.health_feedback`'s rule (authenticated callers with an auth file; at most
-a bounded share of a pool ejected through one caller's reports).
+``hold_until_release`` (with a ``request_id``) holds the decision's load until ``Release`` names the
+id (:mod:`dataplane.requests.holds`); without an id it is INVALID_ARGUMENT, checked before routing.
+With ``--auth-file`` or ``--planning-rate-limit`` (:mod:`dataplane.requests.planning_gate`) some
+calls are routed but not counted for planning. A ``Release`` that carries an ``outcome`` reports it
+to passive health (:mod:`dataplane.health.passive_health`), but only when it ends an open hold, and
+only under :mod:`dataplane.health.health_feedback`'s rule (authenticated callers with an auth file;
+at most a bounded share of a pool ejected through one caller's reports).
 """
 
 from __future__ import annotations
@@ -33,20 +33,20 @@ from google.protobuf.message import DecodeError
 from prometheus_client import CollectorRegistry
 
 from cacheroute.v1 import routing_pb2
-from dataplane.callers import CallerNames
 from dataplane.core.decision_encoding import DecisionEncoder, batch_response
 from dataplane.core.route_input import InvalidRequestError, parse_batch, parse_request
 from dataplane.core.router import NoDestinationError, RouteError, Router, UnknownPoolError
-from dataplane.health_feedback import HealthFeedback
-from dataplane.holds import Holds
-from dataplane.passive_health import PassiveHealth
-from dataplane.planning_gate import PlanningGate
-from dataplane.router_metrics import RouterMetrics
+from dataplane.health.health_feedback import HealthFeedback
+from dataplane.health.passive_health import PassiveHealth
+from dataplane.requests.callers import CallerNames
+from dataplane.requests.holds import Holds
+from dataplane.requests.planning_gate import PlanningGate
+from dataplane.telemetry.router_metrics import RouterMetrics
 
 MAX_BATCH = 1000
 SERVICE = "cacheroute.v1.RouterService"
 _Context = grpc.aio.ServicerContext[Any, Any]
-log = structlog.get_logger("dataplane.servicer")
+log = structlog.get_logger("dataplane.rpc.servicer")
 
 
 class MalformedRequestError(ValueError):

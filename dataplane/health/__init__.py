@@ -1,0 +1,1 @@
+"""Engine health in the router: passive outcomes, active probes, and whose feedback may eject."""
