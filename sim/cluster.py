@@ -33,14 +33,18 @@ from __future__ import annotations
 import heapq
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
 
 from dataplane.core.load_view import LoadView, NodeSet, bind_with_memo
-from dataplane.core.policies import Policy, Request, make_policy
+from dataplane.core.policies import Request, make_policy
 from dataplane.core.policies.ring import splitmix64
 from dataplane.core.table import RoutingTable
-from sim.engine_model import EngineProfile
+from sim.cluster_types import (
+    DEFAULT_SNAPSHOT_S,
+    DEFAULT_TIMEOUT_S,
+    FRONTS,
+    ClusterConfig,
+    SimRouter,
+)
 from sim.kvcache import PrefixCache
 from sim.node import Job, Node
 from sim.run_results import RunMetrics, summarize
@@ -48,41 +52,17 @@ from sim.steady import warm_cluster
 from sim.tree_sync import TreeSync
 from sim.types import SimRequest
 
-DEFAULT_SNAPSHOT_S = 0.25
-DEFAULT_TIMEOUT_S = 30.0
-FRONTS = ("round_robin", "key", "session")
+__all__ = [
+    "DEFAULT_SNAPSHOT_S",
+    "DEFAULT_TIMEOUT_S",
+    "FRONTS",
+    "Cluster",
+    "ClusterConfig",
+    "SimRouter",
+    "simulate",
+]
+
 _FLOW_SINGLE = 1 << 48  # flow ids of single-turn requests: past every conversation id
-
-
-@dataclass(frozen=True)
-class ClusterConfig:
-    """How one run is simulated (everything except the requests, the policy and its table)."""
-
-    profile: EngineProfile
-    nodes: int = 30
-    routers: int = 1
-    snapshot_interval_s: float = DEFAULT_SNAPSHOT_S
-    warmup_s: float = 0.0
-    timeout_s: float = DEFAULT_TIMEOUT_S
-    abort_above_s: float | None = None
-    seed: int = 0
-    drain_all: bool = False  # run until every request finished decoding (tests, accounting)
-    cache_outputs: bool = True  # finished requests' full output blocks join the cache (vLLM V1)
-    policy_params: dict[str, Any] = field(default_factory=dict)
-    front: str = "round_robin"  # how requests reach routers: round_robin, key, session
-    echo_tokens: bool = True  # multi-turn clients echo their conversation's session token
-    tree_sync_s: float | None = None  # prefix-history trees synced across routers every S
-
-    def node_ids(self) -> list[str]:
-        return [f"d{i:03d}" for i in range(self.nodes)]
-
-
-class _Router:
-    __slots__ = ("policy", "view")
-
-    def __init__(self, policy: Policy, view: LoadView) -> None:
-        self.policy = policy
-        self.view = view
 
 
 class _Watch:
@@ -142,7 +122,7 @@ class Cluster:
             view = LoadView(node_set)
             view.table = bind_with_memo(table, node_set)  # as the live router binds it
             instance = make_policy(policy, seed=config.seed * 1009 + r, **config.policy_params)
-            self.routers.append(_Router(instance, view))
+            self.routers.append(SimRouter(instance, view))
         if config.front not in FRONTS:
             raise ValueError(f"front must be one of {', '.join(FRONTS)}, got {config.front!r}")
         first = self.routers[0].policy

@@ -17,13 +17,28 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from sim.cluster import Cluster
+from sim.cluster_types import ClusterConfig
+from sim.node import Job, Node
+from sim.types import SimRequest
+
+
+class FinishedRun(Protocol):
+    """What a summary reads of a finished run (:class:`sim.cluster.Cluster` is one)."""
+
+    config: ClusterConfig
+    requests: Sequence[SimRequest]
+    jobs: list[Job]
+    nodes: list[Node]
+    routed: list[int]
+    snapshots: int
+    aborted: bool
+    end_s: float
 
 
 @dataclass(frozen=True)
@@ -58,7 +73,7 @@ def ratio_max_mean(values: list[float]) -> float:
     return max(values) / mean if mean > 0 else 1.0
 
 
-def summarize(cluster: Cluster, measured: int) -> RunMetrics:
+def summarize(cluster: FinishedRun, measured: int) -> RunMetrics:
     config = cluster.config
     end = cluster.end_s
     timeout = config.timeout_s

@@ -26,16 +26,17 @@ from __future__ import annotations
 
 import math
 import random
+import typing
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from itertools import chain
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from sim.cluster_types import ClusterConfig, SimRouter
+from sim.node import Node
+from sim.tree_sync import TreeSync
 from sim.types import BLOCK_TOKENS, SimRequest, Workload
-
-if TYPE_CHECKING:
-    from sim.cluster import Cluster
 
 BUCKET_S = 30.0
 TOLERANCE = 0.01
@@ -205,7 +206,18 @@ def remember(
     _MEMO[(id(workload), float(qps), nodes, kv_blocks, cache_outputs)] = (workload, result)
 
 
-def warm_cluster(cluster: Cluster, prewarm: Sequence[SimRequest]) -> None:
+class WarmableCluster(typing.Protocol):
+    """What warm-up drives of a cluster (:class:`sim.cluster.Cluster` is one)."""
+
+    config: ClusterConfig
+    routers: list[SimRouter]
+    nodes: list[Node]
+    sync: TreeSync | None
+
+    def route(self, i: int, request: SimRequest, now: float) -> int: ...
+
+
+def warm_cluster(cluster: WarmableCluster, prewarm: Sequence[SimRequest]) -> None:
     """Replay ``prewarm`` (times < 0) through the routers and install the LRU caches it leaves."""
     if not prewarm:
         return

@@ -19,13 +19,10 @@ prefix is fetched from a peer; we apply every delta, which is the sync at its be
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from dataplane.core.policies import Request
 from dataplane.core.policies.prefix_history import PrefixHistoryPolicy
-
-if TYPE_CHECKING:
-    from sim.cluster import _Router
+from sim.cluster_types import SimRouter
 
 DEFAULT_SYNC_S = 1.0
 
@@ -35,7 +32,7 @@ class TreeSync:
 
     __slots__ = ("interval", "next_tick", "pending", "routers")
 
-    def __init__(self, routers: Sequence[_Router], interval_s: float) -> None:
+    def __init__(self, routers: Sequence[SimRouter], interval_s: float) -> None:
         if not interval_s > 0:
             raise ValueError(f"tree sync interval must be > 0 s, got {interval_s}")
         self.routers = routers
@@ -44,7 +41,7 @@ class TreeSync:
         self.pending: list[tuple[int, int, tuple[int, ...]]] = []  # (router, node, prefix)
 
     @classmethod
-    def for_routers(cls, routers: Sequence[_Router], interval_s: float | None) -> TreeSync | None:
+    def for_routers(cls, routers: Sequence[SimRouter], interval_s: float | None) -> TreeSync | None:
         """A sync for prefix-history policies on several routers; None when there is nothing to
         sync (one router, a policy without a tree, or no interval)."""
         if interval_s is None or len(routers) < 2:

@@ -7,8 +7,11 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "DEVELOPING.md"
+ROOMS = {"controlplane": "rooms", "dataplane": "dataplane-rooms"}  # package -> the doc's table
 
 
 def contracts() -> dict[str, Any]:
@@ -37,7 +40,7 @@ def documented_layers(text: str, marker: str) -> list[set[str]]:
     by_layer: dict[int, set[str]] = {}
     for row in table_rows(text, marker):
         found = names(row[1])
-        by_layer.setdefault(int(row[0]), set()).update(found if marker == "rooms" else found[:1])
+        by_layer.setdefault(int(row[0]), set()).update(found if marker != "layers" else found[:1])
     return [by_layer[n] for n in sorted(by_layer)]
 
 
@@ -52,19 +55,24 @@ def mismatches(text: str, linter: dict[str, Any]) -> list[str]:
     problems: list[str] = []
     layered = [c for c in linter["contracts"] if c["type"] == "layers"]
     packages = [c for c in layered if not c.get("containers")]
-    rooms = [c for c in layered if c.get("containers") == ["controlplane"]]
-    if len(packages) != 1 or len(rooms) != 1 or len(layered) != 2:
-        return [f"expected one package and one control-plane layers contract, found {layered}"]
+    if len(packages) != 1 or len(layered) != 1 + len(ROOMS):
+        return [f"expected one package and {len(ROOMS)} room layers contracts, found {layered}"]
     documented = documented_layers(text, "layers")
     if documented != enforced_layers(packages[0]):
         problems.append(
             f"layers: the doc says {documented}, the contract says {enforced_layers(packages[0])}"
         )
-    documented_rooms = documented_layers(text, "rooms")
-    if documented_rooms != enforced_layers(rooms[0]):
-        problems.append(
-            f"rooms: the doc says {documented_rooms}, the contract says {enforced_layers(rooms[0])}"
-        )
+    for package, marker in ROOMS.items():
+        rooms = [c for c in layered if c.get("containers") == [package]]
+        if len(rooms) != 1:
+            problems.append(f"{marker}: no single layers contract for {package}")
+            continue
+        documented_rooms = documented_layers(text, marker)
+        if documented_rooms != enforced_layers(rooms[0]):
+            problems.append(
+                f"{marker}: the doc says {documented_rooms}, "
+                f"the contract says {enforced_layers(rooms[0])}"
+            )
     missing = set(linter["root_packages"]) - set().union(*documented)
     if missing:
         problems.append(f"root packages missing from the layer table: {sorted(missing)}")
@@ -117,14 +125,19 @@ def test_a_room_moved_in_the_doc_alone_is_caught() -> None:
     assert any(p.startswith("rooms:") for p in mismatches(text, contracts()))
 
 
-def test_every_control_plane_module_sits_in_a_room() -> None:
+def test_a_data_plane_room_moved_in_the_doc_alone_is_caught() -> None:
+    text = DOC.read_text().replace("| 6 | `dataplane.telemetry` |", "| 4 | `dataplane.telemetry` |")
+    assert any(p.startswith("dataplane-rooms:") for p in mismatches(text, contracts()))
+
+
+@pytest.mark.parametrize("package", sorted(ROOMS))
+def test_every_module_of_a_plane_sits_in_a_room(package: str) -> None:
     """A new top-level module or room must be added to the rooms contract (and so to the doc)."""
-    rooms = next(c for c in contracts()["contracts"] if c.get("containers") == ["controlplane"])
+    rooms = next(c for c in contracts()["contracts"] if c.get("containers") == [package])
     listed = set().union(*enforced_layers(rooms))
-    package = ROOT / "controlplane"
     present = {
-        f"controlplane.{p.stem if p.is_file() else p.name}"
-        for p in package.iterdir()
+        f"{package}.{p.stem if p.is_file() else p.name}"
+        for p in (ROOT / package).iterdir()
         if (p.suffix == ".py" and p.stem != "__init__") or (p / "__init__.py").exists()
     }
     assert present == listed

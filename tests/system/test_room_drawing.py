@@ -1,5 +1,5 @@
-"""docs/DEVELOPING.md's drawing of the control-plane rooms is the code's (scripts/room_imports.py),
-and every arrow in it points down (issue 21)."""
+"""docs/DEVELOPING.md's drawings of the planes' rooms and the simulator's modules are the code's
+(scripts/room_imports.py), and every arrow in them points down (issues 21, 36)."""
 
 from __future__ import annotations
 
