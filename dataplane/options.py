@@ -13,7 +13,7 @@ from pathlib import Path
 
 from dataplane.core.active_probes import ProbeConfig
 from dataplane.core.outliers import OutlierConfig
-from dataplane.core.policies import POLICIES
+from dataplane.core.policies.registry import ROUTER_POLICIES
 from dataplane.extproc.context import ExtProcConfig
 from dataplane.health.health_feedback import DEFAULT_SHARE
 from dataplane.http_front.app import FrontConfig
@@ -57,7 +57,7 @@ REDIS_URL = Option("redis_url", D.redis_url, str, "Redis holding plans, pointers
 ROUTER_ID: Option[str | None] = Option(
     "router_id", None, optional_text, "id in ACKs and reports", shown_default="hostname-pid"
 )
-POLICY = Option("policy", D.policy, str, "routing policy", choices=tuple(sorted(POLICIES)))
+POLICY = Option("policy", D.policy, str, "routing policy", choices=tuple(sorted(ROUTER_POLICIES)))
 SEED = Option("seed", D.seed, int, "seed of the policies' random choices")
 TABLE_INTERVAL = Option(
     "table_interval",

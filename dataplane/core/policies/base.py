@@ -83,6 +83,9 @@ class Policy:
     # Whether ``choose`` reads ``Request.session``/``flow``; when False the router does not look
     # the session token up or hash the flow for this policy.
     needs_session: ClassVar[bool] = False
+    # Whether ``choose`` reads the engines' resident prefixes (KV events); the caller then attaches
+    # a ``residency`` source (the simulator: its engines' caches).
+    needs_residency: ClassVar[bool] = False
     # Whether the class overrides ``observe`` (set per subclass): the stateless policies' route
     # skips the no-op call, one Python frame per decision.
     observes: ClassVar[bool] = False
