@@ -16,14 +16,16 @@ echo and no state shared between routers. In order:
    request that continues with ``previous_response_id`` does not carry its first turn. The
    policy then treats the request as its own conversation (the request id).
 
-The id is ``"h:"`` + the header's value, ``"c:"`` + the conversation, or ``"m:"`` + 16 hex digits
-of a BLAKE2b digest of the first turn rendered as :mod:`.prompts` renders messages (the whole
-first turn: a long shared system prompt in front of it must not hide the user message).
+The id is ``"h:"`` + the header's value, ``"c:"`` + the conversation, or ``"m:"`` + the CRC-32 and
+the byte length of the first turn rendered as :mod:`.prompts` renders messages, in hex (the whole
+first turn: a long shared system prompt in front of it must not hide the user message). CRC-32
+runs at several GB/s where BLAKE2b took ~6 µs for a 4 KiB turn; an id is an affinity hint, not a
+secret, and two conversations that collide only share a member.
 """
 
 from __future__ import annotations
 
-import hashlib
+import zlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -31,7 +33,6 @@ from dataplane.openai_api.prompts import content_text
 
 SESSION_HEADERS = ("x-session-id", "x-claude-code-session-id", "x-dynamo-session-id")
 MAX_SESSION_ID = 256
-_PERSON = b"cacheroute.c1"
 
 
 def conversation_id(body: Mapping[str, Any], headers: Mapping[str, str], endpoint: str) -> str:
@@ -60,19 +61,19 @@ def conversation_id(body: Mapping[str, Any], headers: Mapping[str, str], endpoin
 
 
 def _first_turn(messages: object, head: str) -> str:
-    """``"m:"`` + the digest of the messages up to the first user message, or "" without one."""
+    """``"m:"`` + the CRC-32 and length of the messages up to the first user message, or ""."""
     if not isinstance(messages, list):
         return ""
-    digest = hashlib.blake2b(digest_size=8, person=_PERSON)
-    digest.update(head.encode("utf-8", "surrogatepass"))
+    data = head.encode("utf-8", "surrogatepass")
+    crc, size = zlib.crc32(data), len(data)
     for message in messages:
         if not isinstance(message, dict):
             return ""
         role = message.get("role", "")
-        text = f"{role}: {content_text(message.get('content'))}\n"
-        digest.update(text.encode("utf-8", "surrogatepass"))
+        data = f"{role}: {content_text(message.get('content'))}\n".encode("utf-8", "surrogatepass")
+        crc, size = zlib.crc32(data, crc), size + len(data)
         if role == "user":
-            return "m:" + digest.hexdigest()
+            return f"m:{crc:08x}{size:x}"
     return ""
 
 

@@ -3,6 +3,7 @@ with no token; the bound and the spill are the online step's (issue 30)."""
 
 from __future__ import annotations
 
+import zlib
 from collections import Counter
 from collections.abc import Sequence
 
@@ -126,10 +127,13 @@ def test_the_identity_hash_and_rendezvous_are_pinned() -> None:
     assert flow_hash(12345) == 12345
     assert flow_hash("conv-1") == flow_hash("conv-1") != flow_hash("conv-2")
     salts = [hash_key(n) for n in IDS]
-    fits = [True, True, True, True]
-    first = rendezvous_first(flow_hash("conv-1"), [0, 1, 2, 3], salts, fits)
+    first = rendezvous_first(flow_hash("conv-1"), [0, 1, 2, 3], salts, [0.0] * 12, 1.0)
     assert first == decide("conv-1", [2.0] * 12)[0]
-    assert rendezvous_first(7, [0, 1], salts, [False, False]) == -1
+    assert rendezvous_first(7, [0, 1], salts, [5.0, 5.0], 4.0) == -1
+    # weight = ((flow ^ salt) * 0x9E3779B97F4A7C15) mod 2**64, pinned for other languages
+    weights = {m: ((flow_hash("conv-1") ^ salts[m]) * 0x9E3779B97F4A7C15) % 2**64 for m in range(4)}
+    assert first == max(weights, key=weights.__getitem__)
+    assert flow_hash("conv-1") == ((zlib.crc32(b"conv-1") + 1) * 0x9E3779B97F4A7C15) % 2**64
 
 
 def test_this_routers_memory_follows_a_spill_and_the_shared_rule_stays_the_fallback() -> None:
