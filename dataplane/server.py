@@ -123,6 +123,7 @@ class RouterConfig:
     planning_rate_limit: float = 0.0  # counted Route requests per second per caller; 0: off
     health_feedback_share: float = DEFAULT_SHARE  # of a pool one Release caller may eject
     health_feedback_from: tuple[Network, ...] = ()  # peers whose Release outcomes count
+    health_feedback_anonymous: bool = False  # without auth, non-loopback peers' outcomes count
     # Largest request accepted: a 1,000-request batch of full 4 KiB prompts is ~4 MB.
     max_message_bytes: int = 4 * 1024 * 1024
     startup_timeout_s: float = 3.0
@@ -176,6 +177,19 @@ class RouterServer:
                 self.health,
                 self.served,
             )
+        mtls = config.tls is not None and config.tls.client_ca_file is not None
+        feedback = HealthFeedback(
+            self.router,
+            self.health,
+            allow_listed(
+                CallerNames(config.auth).name,
+                config.health_feedback_from,
+                authenticated=config.auth is not None or mtls,
+                anonymous=config.health_feedback_anonymous,
+            ),
+            self.metrics.registry,
+            config.health_feedback_share,
+        )
         self.extproc: ExtProcServer | None = None
         if config.extproc is not None:
             context = PickerContext(
@@ -185,8 +199,9 @@ class RouterServer:
                 self.served,
                 config.extproc,
                 self.metrics.registry,
+                feedback,
             )
-            self.extproc = ExtProcServer(context, config.extproc, config.tls)
+            self.extproc = ExtProcServer(context, config.extproc, config.tls, config.auth)
         self.stores: Stores = open_stores(config.redis_url)
         self.grpc = GrpcServer(
             config.listen,
@@ -197,17 +212,6 @@ class RouterServer:
         planning = None
         if PlanningGate.enabled(config.auth, config.planning_rate_limit):
             planning = PlanningGate(config.auth, config.planning_rate_limit, self.metrics.registry)
-        feedback = HealthFeedback(
-            self.router,
-            self.health,
-            allow_listed(
-                CallerNames(config.auth).name,
-                config.health_feedback_from,
-                authenticated=config.auth is not None,
-            ),
-            self.metrics.registry,
-            config.health_feedback_share,
-        )
         servicer = RouterServicer(
             self.router, self.metrics, config.policy, self.holds, self.health, planning, feedback
         )
