@@ -67,6 +67,7 @@ from dataplane.telemetry.tracing import spans_from_environment
 from dataplane.telemetry.traffic import TrafficReporter
 from servekit.addresses import parse_host_port
 from servekit.auth_file import AuthTable
+from servekit.grpc_hygiene import ConnectionHygiene
 from servekit.grpc_server import GrpcServer
 from servekit.metrics_endpoint import MetricsEndpoint
 from servekit.tls import TlsConfig
@@ -77,6 +78,8 @@ BACKOFF_MIN_S = 0.1
 BACKOFF_MAX_S = 5.0
 WAITING_LOG_S = 5.0
 SYNC_POLL_S = 0.1
+# Route callers' connections are renewed hourly (a GOAWAY, 5 min for calls in flight).
+ROUTER_CONNECTIONS = ConnectionHygiene(max_age_s=3600.0)
 
 
 async def _supervised(name: str, loop: Callable[[], Awaitable[None]]) -> None:
@@ -208,6 +211,7 @@ class RouterServer:
             service_names=[SERVICE_NAME],
             tls=config.tls,
             max_message_bytes=config.max_message_bytes,
+            hygiene=ROUTER_CONNECTIONS,
         )
         planning = None
         if PlanningGate.enabled(config.auth, config.planning_rate_limit):

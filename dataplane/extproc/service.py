@@ -31,6 +31,7 @@ from dataplane.extproc.context import ExtProcConfig, PickerContext
 from dataplane.extproc.identity import PickerIdentity
 from dataplane.extproc.stream import PickerStream
 from servekit.auth_file import AuthTable
+from servekit.grpc_hygiene import ConnectionHygiene
 from servekit.grpc_server import GrpcServer
 from servekit.rpc_guard import RpcGuard
 from servekit.tls import TlsConfig
@@ -39,6 +40,8 @@ log = structlog.get_logger("dataplane.extproc")
 EXT_PROC_SERVICE = "envoy.service.ext_proc.v3.ExternalProcessor"
 LIVENESS = "liveness"
 READINESS = "readiness"
+# A gateway's connections are renewed hourly, with 5 minutes for the requests in flight.
+GATEWAY_CONNECTIONS = ConnectionHygiene(max_age_s=3600.0)
 MESSAGE_SLACK_BYTES = 1024 * 1024  # one message: a body chunk (at most the body) plus headers
 # What a message may hold that a picker cannot use: answered INVALID_ARGUMENT, one log line.
 _MALFORMED = (ValueError, TypeError, UnicodeError, KeyError, IndexError, AttributeError)
@@ -115,6 +118,7 @@ class ExtProcServer:
             tls=tls,
             max_message_bytes=limit,
             guard=RpcGuard(lambda _method: limit, self.identity.check_of),
+            hygiene=GATEWAY_CONNECTIONS,
         )
         ext_grpc.add_ExternalProcessorServicer_to_server(
             ExternalProcessor(context), self.grpc.registry
