@@ -8,7 +8,6 @@ took the router from 109 to 729 MiB; a bad ``:status`` answered UNKNOWN with a t
 from __future__ import annotations
 
 import asyncio
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ from dataplane.extproc.context import ExtProcConfig
 from dataplane.server import RouterServer
 from servekit.auth_file import load_auth_file, token_hash
 from tests.support import extproc as m
+from tests.support.network import non_loopback_ip
 from tests.support.polling import eventually
 from tests.support.router import NODES, load_snapshot, running_router
 
@@ -90,17 +90,6 @@ async def test_without_a_token_the_picker_refuses_and_a_known_gateway_ejects_at_
         )
         assert over is not None and over > 0
         await eventually(lambda: _no_holds(server))
-
-
-def non_loopback_ip() -> str | None:
-    """An address of this machine that is not loopback (None on a host with only loopback)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        try:
-            probe.connect(("10.255.255.255", 1))  # no packet is sent: it only picks a route
-            ip = str(probe.getsockname()[0])
-        except OSError:
-            return None
-    return None if ip.startswith("127.") else ip
 
 
 async def test_an_anonymous_caller_beyond_loopback_ejects_nothing_unless_opted_in(
