@@ -20,7 +20,9 @@ from dataplane.core.outliers import OutlierConfig
 from dataplane.extproc.context import ExtProcConfig
 from dataplane.server import RouterServer
 from servekit.auth_file import load_auth_file, token_hash
+from servekit.tls import ClientTlsConfig, TlsConfig
 from tests.support import extproc as m
+from tests.support.certs import make_certs
 from tests.support.network import non_loopback_ip
 from tests.support.polling import eventually
 from tests.support.router import NODES, load_snapshot, running_router
@@ -174,3 +176,30 @@ async def _no_holds(server: RouterServer) -> bool:
 async def _budget_used(server: RouterServer, size: int) -> bool:
     assert server.extproc is not None
     return server.extproc.context.budget.used == size
+
+
+async def test_with_mtls_a_certificate_the_auth_file_names_is_the_gateways_identity(
+    redis_url: str, stores: Stores, tmp_path: Path
+) -> None:
+    certs = make_certs(tmp_path)
+    auth_path = tmp_path / "auth.yaml"
+    auth_path.write_text("- {name: gateway, role: read, subject: ops.admin}\n")
+    auth_path.chmod(0o600)
+    tls = TlsConfig(certs["server"], certs["server.key"], client_ca_file=certs["ca"])
+    async with running_router(
+        redis_url, tls=tls, auth=load_auth_file(auth_path), extproc=ExtProcConfig("127.0.0.1:0")
+    ) as server:
+        await synced(server, stores)
+        assert server.extproc is not None
+        address = server.extproc.grpc.address
+        message = m.request_headers({"x-cacheroute-key": "k"}, end_of_stream=True)
+        for who, known in (("ops", True), ("agent", False)):
+            creds = ClientTlsConfig(certs["ca"], certs[who], certs[f"{who}.key"])
+            async with grpc.aio.secure_channel(address, creds.channel_credentials()) as channel:
+                call = ext_grpc.ExternalProcessorStub(channel).Process(iter([message]))
+                if known:
+                    assert m.picked([a async for a in call])
+                else:
+                    with pytest.raises(grpc.aio.AioRpcError) as refused:
+                        _ = [a async for a in call]
+                    assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
