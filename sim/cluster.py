@@ -135,7 +135,7 @@ class Cluster:
             view.table = bind_with_memo(table, node_set)  # as the live router binds it
             instance = make_policy(policy, seed=config.seed * 1009 + r, **config.policy_params)
             if instance.needs_residency:  # KV events, delivered at once: the engines' caches
-                instance.residency = EngineResidency(self.nodes)  # type: ignore[attr-defined]
+                instance.residency = EngineResidency(self.nodes)
             self.routers.append(SimRouter(instance, view))
         if config.front not in FRONTS:
             raise ValueError(f"front must be one of {', '.join(FRONTS)}, got {config.front!r}")

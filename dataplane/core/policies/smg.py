@@ -34,7 +34,6 @@ Defaults are SMG's CLI defaults: threshold 0.3, 64, 1.5.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
 
 from dataplane.core.load_view import LoadView, NoEligibleNodeError
 from dataplane.core.policies.base import Decision, Reason, Request
@@ -45,12 +44,6 @@ from dataplane.core.policies.sglang import (
     CACHE_THRESHOLD,
     MAX_BLOCKS_PER_NODE,
 )
-
-
-class Residency(Protocol):
-    """What the engines hold: per node, the length of the request's leading resident run."""
-
-    def resident_prefix(self, node: int, blocks: Sequence[int]) -> int: ...
 
 
 def least_loaded_of(nodes: Sequence[int], loads: Sequence[float]) -> int:
@@ -133,8 +126,7 @@ class SmgEventsPolicy(SmgPolicy):
     """SMG's event-driven mode: candidates by the engines' resident prefix, not a router tree."""
 
     name = "smg_events"
-    needs_residency = True
-    residency: Residency | None = None  # attached by the caller (the simulator: its engines)
+    needs_residency = True  # the caller attaches ``residency`` (the simulator: its engines)
 
     def candidates(self, request: Request, view: LoadView) -> list[int]:
         residency = self.residency
