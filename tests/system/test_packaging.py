@@ -92,10 +92,7 @@ def test_make_demo_installs_the_runtime_package_only_and_make_test_adds_extras_a
 
 
 def _distribution(requirement: str) -> str:
-    name = requirement.split(";")[0]
-    for stop in "<>=!~[ ":
-        name = name.split(stop)[0]
-    return name.strip().lower().replace("_", "-")
+    return Requirement(requirement).name.lower().replace("_", "-")
 
 
 def _closure(roots: set[str]) -> set[str]:
