@@ -43,15 +43,27 @@ def _socket(host: str, port: int) -> dict[str, Any]:
     return {"address": {"socket_address": {"address": host, "port_value": port}}}
 
 
+def _picker(picker: tuple[str, int] | tuple[str, int, int]) -> dict[str, Any]:
+    endpoint = _socket(picker[0], picker[1])
+    if len(picker) == 3:
+        endpoint["health_check_config"] = {"port_value": picker[2]}
+    return endpoint
+
+
 def render(
     *,
     listen_port: int,
     admin_port: int,
     engines: Sequence[tuple[str, int]],
-    pickers: Sequence[tuple[str, int]] = (),
+    pickers: Sequence[tuple[str, int] | tuple[str, int, int]] = (),
     ext_proc: bool = True,
 ) -> dict[str, Any]:
-    """The recipe with these ports and endpoints (module docstring)."""
+    """The recipe with these ports and endpoints (module docstring).
+
+    A picker is ``(host, ext_proc port, health port)`` as the recipe expects; a picker given as
+    ``(host, port)`` has no health server (the benchmark's bare picker), and then the pickers'
+    cluster runs without the recipe's active health check.
+    """
     config: dict[str, Any] = yaml.safe_load(RECIPE.read_text())
     config["admin"]["address"]["socket_address"].update(address="127.0.0.1", port_value=admin_port)
     listener = config["static_resources"]["listeners"][0]
@@ -61,9 +73,12 @@ def render(
         {"endpoint": _socket(h, p)} for h, p in engines
     ]
     if ext_proc:
-        clusters["cacheroute_epp"]["load_assignment"]["endpoints"][0]["lb_endpoints"] = [
-            {"endpoint": _socket(h, p)} for h, p in pickers
+        epp = clusters["cacheroute_epp"]
+        epp["load_assignment"]["endpoints"][0]["lb_endpoints"] = [
+            {"endpoint": _picker(picker)} for picker in pickers
         ]
+        if any(len(picker) < 3 for picker in pickers):
+            del epp["health_checks"]
     else:
         manager = listener["filter_chains"][0]["filters"][0]["typed_config"]
         manager["http_filters"] = [

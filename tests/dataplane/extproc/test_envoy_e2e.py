@@ -5,7 +5,7 @@ EPPs (Envoy spreads its ext_proc streams over both), Envoy running ``deploy/envo
 and the real ``openai`` client talking to Envoy: warm keys land on the active plan's node,
 streaming or not, keyed by a header or by the body; both replicas give identical picks; a killed
 engine is answered by the fallback entry; held load returns to zero when streams end or clients
-disconnect.
+disconnect; a picker replica stopped under load costs at most the requests in flight on it.
 """
 
 from __future__ import annotations
@@ -108,7 +108,11 @@ async def gateway(
             )
 
         await eventually(synced, timeout=20)
-        pickers = [("127.0.0.1", r.extproc.port) for r in routers if r.extproc is not None]
+        pickers = [
+            ("127.0.0.1", r.extproc.port, r.extproc.health_port or 0)
+            for r in routers
+            if r.extproc is not None
+        ]
         envoy = Envoy(workdir, engines=[("127.0.0.1", p) for p in engines.ports], pickers=pickers)
         await asyncio.to_thread(envoy.wait_ready)
         yield Gateway(envoy, routers, engines, table, generation)
@@ -244,3 +248,68 @@ async def test_held_load_returns_to_zero_when_streams_end_or_clients_disconnect(
             await stream.close()
         open_streams = []
         await eventually(lambda: _true(gw.held() == {}), timeout=10)
+
+
+async def _completion(api: openai.AsyncOpenAI, prompt: str) -> str:
+    """One short completion through Envoy: "" when it succeeded, else what went wrong."""
+    try:
+        done = await api.completions.create(model=MODEL, prompt=prompt, max_tokens=2)
+    except openai.APIStatusError as exc:
+        return f"HTTP {exc.status_code} {exc.response.text!r}"
+    except openai.APIError as exc:
+        return repr(exc)
+    return "" if done.choices else "no choices"
+
+
+async def test_a_stopped_picker_costs_at_most_its_in_flight_requests_then_100_of_100_succeed(
+    redis_url: str, stores: Stores, module_engines: SimEngines, tmp_path: Path
+) -> None:
+    """Issue 34: with no health check and no ejection in the recipe, one stopped picker of two
+    failed every other request with an empty 500, for as long as it stayed down. Now its health
+    check fails, outlier detection ejects it and a stream that cannot open is retried on the
+    other replica: only requests in flight while it stopped may fail."""
+    async with (
+        gateway(redis_url, stores, module_engines, tmp_path) as gw,
+        gw.client() as api,
+    ):
+        loop = asyncio.get_running_loop()
+        outcomes: list[tuple[float, float, str]] = []  # started, ended, error ("": none)
+        running = True
+
+        async def client(index: int) -> None:
+            sent = 0
+            while running:
+                started = loop.time()
+                error = await _completion(api, f"client {index} request {sent}")
+                outcomes.append((started, loop.time(), error))
+                sent += 1
+
+        clients = [asyncio.create_task(client(i)) for i in range(6)]
+        try:
+            await eventually(
+                lambda: _true(all(decisions(r) > 0 for r in gw.routers) and len(outcomes) >= 20),
+                timeout=60,
+            )
+            stopped = gw.routers.pop(0)  # the gateway's exit stops the others
+            stop_began = loop.time()
+            await stopped.stop()
+            stop_ended = loop.time()
+            await eventually(
+                lambda: _true(sum(1 for o in outcomes if o[0] > stop_ended) >= 60), timeout=120
+            )
+        finally:
+            running = False
+            await asyncio.gather(*clients)
+        # The picker takes new streams until its server stops, and ends the ones it holds when
+        # its grace runs out: a request may fail only if it was sent before the stop ended and
+        # was still under way when it began.
+        failed = [o for o in outcomes if o[2]]
+        in_flight = [o for o in outcomes if o[0] <= stop_ended and o[1] >= stop_began]
+        late = [o for o in failed if o[0] > stop_ended]
+        assert late == [], f"{len(late)} requests sent after the stop failed: {late}"
+        assert len(failed) <= len(in_flight), failed
+        survivor = decisions(gw.routers[0])
+        after = await asyncio.gather(*(_completion(api, f"after {i}") for i in range(100)))
+        assert after == [""] * 100
+        assert decisions(gw.routers[0]) >= survivor + 100  # all picked by the remaining replica
+        await eventually(lambda: _true(gw.held() == {}), timeout=20)
