@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from cachectl import plan_auto_cmd, plan_moves, plan_offline, plan_online
+from cachectl import plan_auto_cmd, plan_moves, plan_offline, plan_online, plan_shadow_cmd
 from cachectl.admin_client import add_target_flags
 from cachectl.errors import CliError
 from dataplane.core.table import PLACEMENTS
@@ -151,6 +151,7 @@ SUBCOMMANDS: tuple[Register, ...] = (
     _register_show,
     _register_route,
     plan_online.register,
+    plan_shadow_cmd.register,
     plan_moves.register,
     plan_auto_cmd.register,
 )

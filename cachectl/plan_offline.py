@@ -144,10 +144,11 @@ def build(args: argparse.Namespace) -> int:
     write_atomically(out, data)
     if args.json:
         summary = plan_report.plan_summary(table, table_bytes=len(data))
-        print_json({**summary, "out": str(out), "bytes": len(data)})
+        print_json({**summary, "out": str(out)})
     else:
         print(f"wrote plan {table.version} to {out} ({len(data):,} bytes)")
         print("\n".join(plan_report.summary_lines(table)))
+        print(f"to route with it: cachectl plan import {out}, then the steps it prints")
     return 0
 
 

@@ -1,17 +1,16 @@
 """The online ``plan`` commands: talk to a control plane (``--target HOST:PORT``).
 
-``register(sub)`` adds ``import``, ``list``, ``diff``, ``prune`` and ``shadow`` to the ``plan``
-group (the pointer moves, ``rollout``, ``rollback`` and ``disable``, are
-:mod:`cachectl.plan_moves`); :func:`build` and :func:`show` are the online modes of ``plan
-build`` (no ``--rates``: from the live rate estimates) and ``plan show VERSION`` (a stored
-version), which ``cachectl.plan_cmd`` dispatches to. Every command takes ``--json`` (one JSON
-object, the proto3 JSON mapping of the answer) and otherwise prints aligned tables.
+``register(sub)`` adds ``import``, ``list``, ``diff`` and ``prune`` to the ``plan`` group (the
+pointer moves, ``rollout``, ``rollback`` and ``disable``, are :mod:`cachectl.plan_moves`;
+``shadow`` is :mod:`cachectl.plan_shadow_cmd`); :func:`build` and :func:`show` are the online
+modes of ``plan build`` (no ``--rates``: from the live rate estimates) and ``plan show VERSION``
+(a stored version), which ``cachectl.plan_cmd`` dispatches to. Every command takes ``--json``
+(one JSON object, the proto3 JSON mapping of the answer) and otherwise prints aligned tables.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
@@ -28,14 +27,11 @@ from cachectl.admin_client import (
 from cachectl.admin_client import actor as actor_of
 from cachectl.errors import CliError
 from cachectl.output import print_json, print_table
-from cachectl.sim_gate_cmd import print_shadow
 from cacheroute.v1 import admin_pb2, cluster_pb2, table_pb2
 from dataplane.core.names import VERSION_PATTERN
 
 # Flags of the offline ``plan build`` that mean nothing to a live build.
 OFFLINE_ONLY_BUILD_FLAGS = ("num_nodes", "nodes", "out", "weights")
-
-SHADOW_TIMEOUT_S = 900.0  # plan shadow waits this long at least: the replay runs minutes
 
 
 def pointer_line(pointer: cluster_pb2.ActivePointer) -> str:
@@ -60,6 +56,16 @@ def verdict_text(verdict: table_pb2.ShadowVerdict) -> str:
     if not verdict.decided_at_unix_ms:
         return "-"
     return table_pb2.ShadowVerdict.Outcome.Name(verdict.outcome).removeprefix("OUTCOME_").lower()
+
+
+def next_steps(version: str) -> list[str]:
+    """What a stored plan goes through before it routes: the rollout's shadow gate refuses a
+    version without a passing verdict, so its step comes first."""
+    return [
+        f"next: cachectl plan shadow {version}    (the shadow gate: a rollout needs a passing "
+        "verdict)",
+        f"then: cachectl plan rollout {version}",
+    ]
 
 
 def _summary_rows(plans: list[admin_pb2.PlanSummary]) -> list[list[object]]:
@@ -170,7 +176,7 @@ def build(args: argparse.Namespace) -> int:
         print_json(to_json(summary))
     else:
         _print_plan(summary, "built")
-        print(f"roll it out with: cachectl plan rollout {summary.metadata.version}")
+        print("\n".join(next_steps(summary.metadata.version)))
     return 0
 
 
@@ -232,6 +238,7 @@ def _import(args: argparse.Namespace) -> int:
         print_json(to_json(summary))
     else:
         _print_plan(summary, "stored")
+        print("\n".join(next_steps(summary.metadata.version)))
     return 0
 
 
@@ -303,32 +310,6 @@ def _prune(args: argparse.Namespace) -> int:
     return 0
 
 
-def _shadow(args: argparse.Namespace) -> int:
-    """``plan shadow VERSION``: replay on the control plane, store and print the verdict."""
-    if args.trace is not None and args.recent is not None:
-        raise CliError("--trace and --recent are alternatives: give one")
-    request = admin_pb2.ShadowPlanRequest(
-        pool=args.pool or "", version=args.version, actor=actor_of(args),
-        trace_path=str(Path(args.trace).resolve()) if args.trace else "",
-        recent_minutes=args.recent or 0, profile=args.profile or "", nodes=args.nodes or 0,
-    )  # fmt: skip
-    if args.recent is not None and args.recent < 1:
-        raise CliError(f"--recent must be >= 1 minute, got {args.recent}")
-    with connect(args) as client:
-        client.timeout_s = max(client.timeout_s, SHADOW_TIMEOUT_S)  # a replay takes minutes
-        verdict = client.call(client.plans.ShadowPlan, request)
-    document = json.loads(verdict.report_json) if verdict.report_json else {}
-    document.update(version=args.version, source=verdict.source)
-    if args.json:
-        print_json(document)
-    else:
-        print(f"{args.version} on {verdict.source}")
-        print_shadow(document)
-    return (
-        1 if verdict.outcome != table_pb2.ShadowVerdict.Outcome.OUTCOME_PASS and args.strict else 0
-    )
-
-
 # -- parsers ----------------------------------------------------------------------------------
 
 
@@ -371,22 +352,3 @@ def register(sub: Any) -> None:
         help="newest versions to keep (default: the control plane's --plan-retention)",
     )  # fmt: skip
     p.add_argument("--dry-run", action="store_true", help="say what would go, delete nothing")
-
-    p = subcommand(
-        sub, "shadow", "replay a version against Flat-LB and record the verdict", _shadow
-    )
-    p.add_argument("version", metavar="VERSION")
-    p.add_argument(
-        "--trace",
-        metavar="FILE",
-        help="a trace file the simulator reads (path as the control plane sees it)",
-    )
-    p.add_argument(
-        "--recent",
-        type=int,
-        metavar="MINUTES",
-        help="the routers' sampled trace of the last MINUTES (default 10)",
-    )
-    p.add_argument("--profile", help="the pool's engine profile in the simulator (default 70B)")
-    p.add_argument("--nodes", type=int, metavar="R", help="default: the plan's destinations")
-    p.add_argument("--strict", action="store_true", help="exit 1 unless the verdict is pass")

@@ -307,7 +307,19 @@ async def test_plan_build_online_uses_live_rates(cli: Cli, stores: Stores) -> No
         and meta["created_by"] == "unverified:tester"
         and not built["active"]
     )
-    assert "roll it out with" in await cli.ok("plan", "build", "--q-cap", "100")
+    text = await cli.ok("plan", "build", "--q-cap", "100")
+    version = text.split()[1]
+    steps = [
+        line.split("    ")[0] for line in text.splitlines() if line.startswith(("next:", "then:"))
+    ]
+    # Issue 34: the hint named the rollout, which the shadow gate then refused; it names the
+    # gate's step first.
+    assert steps == [
+        f"next: cachectl plan shadow {version}",
+        f"then: cachectl plan rollout {version}",
+    ]
+    code, _, err = await cli.run("plan", "rollout", version)
+    assert code == 1 and "refused by: shadow" in err
     assert "--rates is required with --out" in await cli.refused("plan", "build", "--out", "x.pb")
 
 

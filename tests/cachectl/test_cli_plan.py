@@ -27,7 +27,7 @@ tenant-42,1.5
 soylent/faq,0.8
 wayne/legal,0.4
 """
-BUILD_JSON_FIELDS = {"metadata", "active", "out", "bytes"}  # the control plane's PlanSummary
+BUILD_JSON_FIELDS = {"metadata", "active", "out"}  # the control plane's PlanSummary, and --out
 STATS_JSON_FIELDS = {
     "num_keys",
     "admitted_keys",
@@ -111,6 +111,8 @@ def test_build_json_is_one_object_describing_the_written_plan(
     assert meta["content_hash"] == table.content_hash
     assert meta["created_at_unix_ms"] == str(table.created_at_unix_ms)  # 64-bit: a string
     assert result["out"] == str(out) and result["active"] is False
+    assert "bytes" not in result  # the size is said once (issue 34): metadata.table_bytes
+    assert meta["table_bytes"] == str(out.stat().st_size)
     assert (meta["stats"]["num_keys"], meta["stats"]["admitted_keys"]) == ("8", "4")
     assert meta["stats"]["admitted_rate_share"] == pytest.approx(75.5 / 81.4)
     assert meta["stats"]["slots_total"] == "8"
