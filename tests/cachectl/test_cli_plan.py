@@ -214,6 +214,17 @@ BAD_FILES = [
     ("row with 3 fields", "key,rate\na,1,x\n", "rates.csv:2: expected 2 fields"),
     ("empty key", "key,rate\n,1\n", "rates.csv:2: key is empty"),
     ("key over 512 bytes", f"key,rate\n{'k' * 513},1\n", "rates.csv:2: key is 513 bytes"),
+    # Issue 34: each of these used to plan a key no caller sends, silently.
+    ("spaces around a key", "key,rate\na,1\n acme ,5\n", "rates.csv:3: key ' acme ' has spaces"),
+    ("spaces around a rate", "key,rate\nacme, 5\n", "rates.csv:2: rate ' 5' has spaces"),
+    ("underscores in a rate", "key,rate\na,1_000\n", "rates.csv:2: rate '1_000' is not a plain"),
+    ("hex rate", "key,rate\na,0x10\n", "rates.csv:2: rate '0x10' is not a number"),
+    (
+        "a comment line",
+        "key,rate\n#top tenants,1\na,2\n",
+        "rates.csv:2: key '#top tenants' starts with '#'",
+    ),
+    ("a derived key", "key,rate\n~d1.00ff,3\n", "rates.csv:2: key '~d1.00ff' starts with '~'"),
 ]
 
 
