@@ -197,8 +197,9 @@ def show(args: argparse.Namespace, path: Path) -> int:
 # -- route ------------------------------------------------------------------------------------
 
 
-def route(args: argparse.Namespace, path: Path) -> int:
-    """``plan route FILE --key K``: a router's decision with all loads 0 and all nodes healthy."""
+def route(args: argparse.Namespace, table: RoutingTable) -> int:
+    """``plan route PLAN --key K``: a router's decision with all loads 0 and all nodes healthy
+    (``table`` from a file or a stored version: :mod:`cachectl.plan_refs`)."""
     try:
         validate_key(args.key)
     except InvalidKeyError as exc:
@@ -207,7 +208,6 @@ def route(args: argparse.Namespace, path: Path) -> int:
         policy = make_policy(args.policy, seed=args.seed)
     except UnknownPolicyError as exc:
         raise CliError(f"--policy: {exc}") from None
-    table = read_plan(path)
     view = LoadView(NodeSet(table.node_ids), table=table)
     key_hash = hash_key(args.key)
     blocks = prompt_blocks(args.prompt) if args.prompt else ()

@@ -1,11 +1,12 @@
 """The online ``plan`` commands: talk to a control plane (``--target HOST:PORT``).
 
-``register(sub)`` adds ``import``, ``list``, ``diff`` and ``prune`` to the ``plan`` group (the
-pointer moves, ``rollout``, ``rollback`` and ``disable``, are :mod:`cachectl.plan_moves`;
-``shadow`` is :mod:`cachectl.plan_shadow_cmd`); :func:`build` and :func:`show` are the online
-modes of ``plan build`` (no ``--rates``: from the live rate estimates) and ``plan show VERSION``
-(a stored version), which ``cachectl.plan_cmd`` dispatches to. Every command takes ``--json``
-(one JSON object, the proto3 JSON mapping of the answer) and otherwise prints aligned tables.
+``register(sub)`` adds ``import``, ``list`` and ``prune`` to the ``plan`` group (the pointer
+moves, ``rollout``, ``rollback`` and ``disable``, are :mod:`cachectl.plan_moves`; ``shadow`` is
+:mod:`cachectl.plan_shadow_cmd`, ``diff`` :mod:`cachectl.plan_diff_cmd`); :func:`build` and
+:func:`show` are the online modes of ``plan build`` (no ``--rates``: from the live rate
+estimates) and ``plan show VERSION`` (a stored version), which ``cachectl.plan_cmd`` dispatches
+to. Every command takes ``--json`` (one JSON object, the proto3 JSON mapping of the answer) and
+otherwise prints aligned tables.
 """
 
 from __future__ import annotations
@@ -16,19 +17,17 @@ from typing import Any
 
 from google.protobuf.message import DecodeError
 
+from cachectl.admin_client import actor as actor_of
 from cachectl.admin_client import (
-    TARGET_ENV,
-    AdminError,
     add_target_flags,
     age_text,
     connect,
     to_json,
 )
-from cachectl.admin_client import actor as actor_of
 from cachectl.errors import CliError
 from cachectl.output import print_json, print_table
+from cachectl.plan_refs import fetch_plan
 from cacheroute.v1 import admin_pb2, cluster_pb2, table_pb2
-from dataplane.core.names import VERSION_PATTERN
 
 # Flags of the offline ``plan build`` that mean nothing to a live build.
 OFFLINE_ONLY_BUILD_FLAGS = ("num_nodes", "nodes", "out", "weights")
@@ -186,26 +185,8 @@ def show(args: argparse.Namespace, version: str) -> int:
     ``version`` is what the user typed where a plan file was expected and no such file exists,
     so the errors say both: no file, and (for a version-shaped argument) what the server said.
     """
-    if not VERSION_PATTERN.match(version):
-        raise CliError(f"{version}: no such plan file (nor a plan version: p + 16 hex digits)")
     request = admin_pb2.GetPlanRequest(pool=args.pool or "", version=version, top_keys=args.top)
-    with connect(args) as client:
-        try:
-            plan = client.call(client.plans.GetPlan, request)
-        except AdminError as exc:
-            if exc.code.name == "NOT_FOUND":
-                raise CliError(
-                    f"{version}: no such plan file, and the control-plane at {client.address} "
-                    f"has no stored version {version} in pool {args.pool or 'default'} "
-                    "(`cachectl plan list` shows the stored ones)"
-                ) from None
-            if exc.code.name == "UNAVAILABLE":
-                raise CliError(
-                    f"{version}: no such plan file, and no control-plane answered at "
-                    f"{client.address} to look it up as a stored version (is it running? "
-                    f"--target or ${TARGET_ENV})"
-                ) from None
-            raise
+    plan = fetch_plan(args, request)
     if args.json:
         print_json(to_json(plan))
         return 0
@@ -257,38 +238,6 @@ def _list(args: argparse.Namespace) -> int:
     return 0
 
 
-def _diff(args: argparse.Namespace) -> int:
-    request = admin_pb2.DiffPlansRequest(
-        pool=args.pool or "", from_version=args.old, to_version=args.new, limit=args.limit
-    )
-    with connect(args) as client:
-        diff = client.call(client.plans.DiffPlans, request)
-        target = client.call(
-            client.plans.GetPlan,
-            admin_pb2.GetPlanRequest(pool=args.pool or "", version=args.new, top_keys=1),
-        ).summary.metadata
-    if args.json:
-        print_json(to_json(diff))
-        return 0
-    print(f"{diff.from_version} -> {diff.to_version}: churn {diff.churn:.2%}")
-    line = replan_line(target)
-    if line:
-        print(f"{diff.to_version} was {line}")
-    print_table(
-        ("KEYS_FROM", "KEYS_TO", "ADDED", "REMOVED", "MOVED", "UNCHANGED"),
-        [[diff.keys_from, diff.keys_to, diff.keys_added, diff.keys_removed, diff.keys_moved,
-          diff.keys_unchanged]],
-    )  # fmt: skip
-    if diff.moves:
-        rows = [
-            [m.key or f"#{m.key_hash:016x}", ",".join(m.from_node_ids), ",".join(m.to_node_ids)]
-            for m in diff.moves
-        ]
-        print(f"moved keys (up to {args.limit}, highest rate first):")
-        print_table(("KEY", "FROM", "TO"), rows)
-    return 0
-
-
 def _prune(args: argparse.Namespace) -> int:
     """``plan prune``: delete old versions; never the active one or the rollback target."""
     if args.keep is not None and args.keep < 1:
@@ -335,11 +284,6 @@ def register(sub: Any) -> None:
 
     p = subcommand(sub, "list", "stored plan versions, newest first, and the active one", _list)
     p.add_argument("--limit", type=int, default=50, help="how many (default: %(default)s)")
-
-    p = subcommand(sub, "diff", "keys moved, added and removed between two versions", _diff)
-    p.add_argument("old", metavar="V1", help="from version")
-    p.add_argument("new", metavar="V2", help="to version")
-    p.add_argument("--limit", type=int, default=20, help="moved keys to list (default: 20)")
 
     p = subcommand(
         sub, "prune",
