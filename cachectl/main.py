@@ -1,8 +1,9 @@
 """`cachectl`: the operator CLI. Each command group lives in its own module.
 
 Errors a user can fix (bad flags, bad files, a server saying no) print one line,
-`cachectl: error: ...`, and exit with status 2. A closed output pipe (`cachectl ... | head`)
-ends quietly; Ctrl-C prints one line and exits 130.
+`cachectl: error: ...`, and exit with status 2; a move the rollout gates refused exits 1
+(`cachectl.errors`, docs/operations.md "Exit codes"). A closed output pipe (`cachectl ... |
+head`) ends quietly; Ctrl-C prints one line and exits 130.
 
 Conventions every command follows:
 
@@ -26,7 +27,7 @@ import re
 import sys
 from collections.abc import Sequence
 
-from cachectl.errors import CliError
+from cachectl.errors import EXIT_CODES, INTERRUPTED, USAGE_OR_REFUSED, CliError
 
 # name -> (module, one-line help). Each module exposes ``register(subparsers)``; its subcommands
 # set ``handler`` to a function ``(args) -> int``.
@@ -106,8 +107,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         prog="cachectl",
         description="CacheRoute operator CLI: plans, rollouts, nodes, simulation, local demo.",
         epilog="Connection and output flags (--target, --timeout, --tls-*, --token-file, "
-        "--actor, --json) may also come before COMMAND. Each command's --help lists its own "
-        "flags with their defaults.",
+        "--actor, --json) may also come before or between the command's words. Each command's "
+        f"--help lists its own flags with their defaults. {EXIT_CODES[0].upper()}"
+        f"{EXIT_CODES[1:]}.",
     )
     parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="group", metavar="COMMAND", required=True)
@@ -156,10 +158,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.handler(args))
     except CliError as exc:
         print(f"cachectl: error: {exc}", file=sys.stderr)
-        return 2
+        return USAGE_OR_REFUSED
     except KeyboardInterrupt:
         print("cachectl: interrupted", file=sys.stderr)
-        return 130
+        return INTERRUPTED
     except BrokenPipeError:
         _quiet_closed_stdout()
         return 0

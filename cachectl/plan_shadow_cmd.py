@@ -18,14 +18,13 @@ from typing import Any
 
 from cachectl.admin_client import actor as actor_of
 from cachectl.admin_client import connect
-from cachectl.errors import CliError
+from cachectl.errors import REFUSED_BY_GATE, CliError
 from cachectl.output import print_json
 from cachectl.plan_online import subcommand, verdict_text
 from cachectl.sim_gate_cmd import print_shadow
 from cacheroute.v1 import admin_pb2, table_pb2
 
 SHADOW_TIMEOUT_S = 900.0  # plan shadow waits this long at least: the replay runs minutes
-STRICT_EXIT = 1  # --strict and a verdict other than pass (docs/operations.md, exit codes)
 
 
 def shadow_document(verdict: table_pb2.ShadowVerdict, version: str) -> dict[str, Any]:
@@ -63,7 +62,7 @@ def _shadow(args: argparse.Namespace) -> int:
         print(f"{args.version} on {verdict.source}")
         print_shadow(document)
     passed = verdict.outcome == table_pb2.ShadowVerdict.Outcome.OUTCOME_PASS
-    return STRICT_EXIT if args.strict and not passed else 0
+    return REFUSED_BY_GATE if args.strict and not passed else 0
 
 
 def register(sub: Any) -> None:
