@@ -247,13 +247,22 @@ def _prune(args: argparse.Namespace) -> int:
     )
     with connect(args) as client:
         answer = client.call(client.plans.PrunePlans, request)
+        # The answer names what went and what was kept for a reason; the newest N kept are
+        # what the pool lists besides those (issue 34: the report hid them).
+        size = answer.kept + len(answer.protected) + len(answer.removed) + 1
+        listed = client.call(
+            client.plans.ListPlans, admin_pb2.ListPlansRequest(pool=args.pool or "", limit=size)
+        )
     if args.json:
         print_json(to_json(answer))
         return 0
     verb = "would remove" if args.dry_run else "removed"
     print(f"kept the newest {answer.kept}; {verb} {len(answer.removed)}")
+    gone = set(answer.removed) | set(answer.protected)
+    newest = [p.metadata.version for p in listed.plans if p.metadata.version not in gone]
     rows: list[list[object]] = [[v, verb] for v in answer.removed]
     rows += [[v, f"kept: {why}"] for v, why in sorted(answer.protected.items())]
+    rows += [[v, "kept: newest"] for v in newest]
     if rows:
         print_table(("VERSION", "OUTCOME"), rows)
     return 0

@@ -445,6 +445,11 @@ async def test_plan_prune_keeps_the_newest_the_active_and_the_rollback_target(
     oldest, second, *_ = versions
     await cli.ok("plan", "rollout", second, *SKIP_ARGS)
     await cli.ok("plan", "rollout", oldest, *SKIP_ARGS)  # active: the oldest; target: second
+    report = (await cli.ok("plan", "prune", "--keep", "2", "--dry-run")).splitlines()
+    # Issue 34: the report named the removed and the protected, and hid the newest kept.
+    assert [line.split()[0] for line in report if line.endswith("kept: newest")] == [
+        versions[-1], versions[-2],
+    ]  # fmt: skip
     dry = await cli.json("plan", "prune", "--keep", "2", "--dry-run")
     assert dry["protected"] == {oldest: "active", second: "rollback target"}
     assert len(dry["removed"]) == 2 and await stores.plans.get_metadata(
