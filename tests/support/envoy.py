@@ -21,10 +21,11 @@ from typing import Any
 import yaml
 
 from servekit.processes import free_port, guarded
+from tests.support.timing import StartDeadline
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPE = ROOT / "deploy" / "envoy" / "envoy.yaml"
-START_TIMEOUT_S = 60.0
+START_TIMEOUT_S = 60.0  # seconds of the machine's time (tests/support/timing.py)
 
 
 def envoy_binary() -> Path:
@@ -124,7 +125,10 @@ class Envoy:
         return self.log_path.read_text(errors="replace")
 
     def wait_ready(self) -> None:
-        deadline = time.monotonic() + START_TIMEOUT_S
+        with StartDeadline(START_TIMEOUT_S) as deadline:
+            self._wait_ready(deadline)
+
+    def _wait_ready(self, deadline: StartDeadline) -> None:
         while True:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"envoy exited with {self.proc.returncode}:\n{self.log()}")
@@ -135,8 +139,8 @@ class Envoy:
                         return
             except OSError:
                 pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"envoy not ready in {START_TIMEOUT_S} s:\n{self.log()}")
+            if deadline.expired():
+                raise RuntimeError(f"envoy not ready in {deadline.describe()}:\n{self.log()}")
             time.sleep(0.05)
 
     def stats(self) -> dict[str, int]:
