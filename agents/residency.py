@@ -67,6 +67,7 @@ class Residency:
                 blocks.difference_update(event.hashes)
             elif isinstance(event, Cleared):
                 self.clear()
+                blocks = self._blocks
 
     def clear(self) -> None:
         """Forget every block (``AllBlocksCleared``, or the publisher restarted)."""

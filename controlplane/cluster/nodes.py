@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from cacheroute.v1 import admin_pb2, cluster_pb2
 from cacheroute_state import Stores
 from cacheroute_state.interfaces import ReportRecord
+from controlplane.core.residency import fill_load
 from controlplane.errors import (
     InvalidArgumentError,
     NodeIdTakenError,
@@ -129,6 +130,7 @@ def node_status(
             load.prefix_hit_rate = r.prefix_hit_rate
         load.healthy = r.healthy and not r.stale and not down
         load.age_ms = age
+        fill_load(load, r)
     return admin_pb2.NodeStatus(record=record, load=load, down=down, last_report_age_ms=age)
 
 

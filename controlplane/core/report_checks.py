@@ -15,7 +15,9 @@ client could register an engine at any address. Checks (pure, no I/O):
 * the node bound to the agent identity that registered it (:func:`check_identity`);
 * a TTFT histogram, when present: at most :data:`MAX_BUCKETS` finite, strictly ascending bounds,
   one count per bound, counts finite, >= 0 and non-decreasing, the total at least the last
-  count, the sum finite and >= 0 (the live guard's quantiles assume all of it).
+  count, the sum finite and >= 0 (the live guard's quantiles assume all of it);
+* the KV-event residency, when present: rates finite, >= 0 and bounded
+  (:mod:`controlplane.core.residency`).
 
 * every string at most :data:`MAX_REPORT_TEXT` characters and every list bounded
   (:mod:`controlplane.core.message_bounds`); ``error`` is not refused but cut to
@@ -35,6 +37,7 @@ from dataclasses import dataclass
 
 from cacheroute.v1 import agent_pb2
 from controlplane.core.message_bounds import BoundsError, check_bounds
+from controlplane.core.residency import InvalidResidencyError, check_residency
 from dataplane.core.names import clip
 
 MIN_INTERVAL_MS = 50
@@ -44,7 +47,7 @@ MAX_BUCKETS = 64
 MAX_LOAD = 1e9  # requests or tokens/s per engine; far above any real one, far below overflow
 MAX_REPORT_TEXT = 1024
 MAX_ERROR_TEXT = 512
-REASONS = ("load", "interval", "address", "identity", "weight", "ttft", "size")
+REASONS = ("load", "interval", "address", "identity", "weight", "ttft", "size", "residency")
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -141,6 +144,11 @@ def check_report(report: agent_pb2.NodeReport, rules: ReportRules) -> None:
         )
     if report.HasField("ttft"):
         check_histogram(report.ttft)
+    if report.HasField("residency"):
+        try:
+            check_residency(report.residency)
+        except InvalidResidencyError as exc:
+            raise InvalidReportError("residency", str(exc)) from None
     if report.address:
         check_address(report.address, rules)
 

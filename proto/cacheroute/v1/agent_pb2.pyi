@@ -109,6 +109,7 @@ class NodeReport(_message.Message):
     REPORT_INTERVAL_MS_FIELD_NUMBER: _builtins.int
     TTFT_FIELD_NUMBER: _builtins.int
     DRAINING_FIELD_NUMBER: _builtins.int
+    RESIDENCY_FIELD_NUMBER: _builtins.int
     node_id: _builtins.str
     """Identity. node_id: ^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$; address: host:port of the engine's
     serving endpoint (what routers hand to callers).
@@ -163,6 +164,13 @@ class NodeReport(_message.Message):
         or an older agent).
         """
 
+    @_builtins.property
+    def residency(self) -> Global___KvResidency:
+        """What the engine's KV-cache events say it holds (vLLM's ZMQ KV events, read by the agent's
+        optional subscriber, agents/kv_subscriber.py). Absent: the agent reads no events (none
+        configured, or none received yet), and everything else is as without it.
+        """
+
     def __init__(
         self,
         *,
@@ -191,16 +199,68 @@ class NodeReport(_message.Message):
         report_interval_ms: _builtins.int = ...,
         ttft: Global___LatencyHistogram | None = ...,
         draining: _builtins.bool = ...,
+        residency: Global___KvResidency | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_prefix_hit_rate", b"_prefix_hit_rate", "prefix_hit_rate", b"prefix_hit_rate", "ttft", b"ttft"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_prefix_hit_rate", b"_prefix_hit_rate", "prefix_hit_rate", b"prefix_hit_rate", "residency", b"residency", "ttft", b"ttft"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_prefix_hit_rate", b"_prefix_hit_rate", "address", b"address", "block_size", b"block_size", "dialect", b"dialect", "draining", b"draining", "engine_kind", b"engine_kind", "error", b"error", "generation_tokens_per_s", b"generation_tokens_per_s", "healthy", b"healthy", "kv_capacity_tokens", b"kv_capacity_tokens", "kv_usage", b"kv_usage", "leaving", b"leaving", "model", b"model", "node_id", b"node_id", "pool", b"pool", "prefix_hit_rate", b"prefix_hit_rate", "prompt_tokens_per_s", b"prompt_tokens_per_s", "report_interval_ms", b"report_interval_ms", "running", b"running", "scraped_at_unix_ms", b"scraped_at_unix_ms", "sent_at_unix_ms", b"sent_at_unix_ms", "seq", b"seq", "stale", b"stale", "ttft", b"ttft", "waiting", b"waiting", "weight", b"weight"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_prefix_hit_rate", b"_prefix_hit_rate", "address", b"address", "block_size", b"block_size", "dialect", b"dialect", "draining", b"draining", "engine_kind", b"engine_kind", "error", b"error", "generation_tokens_per_s", b"generation_tokens_per_s", "healthy", b"healthy", "kv_capacity_tokens", b"kv_capacity_tokens", "kv_usage", b"kv_usage", "leaving", b"leaving", "model", b"model", "node_id", b"node_id", "pool", b"pool", "prefix_hit_rate", b"prefix_hit_rate", "prompt_tokens_per_s", b"prompt_tokens_per_s", "report_interval_ms", b"report_interval_ms", "residency", b"residency", "running", b"running", "scraped_at_unix_ms", b"scraped_at_unix_ms", "sent_at_unix_ms", b"sent_at_unix_ms", "seq", b"seq", "stale", b"stale", "ttft", b"ttft", "waiting", b"waiting", "weight", b"weight"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__prefix_hit_rate: _TypeAlias = _typing.Literal["prefix_hit_rate"]  # noqa: Y015
     _WhichOneofArgType__prefix_hit_rate: _TypeAlias = _typing.Literal["_prefix_hit_rate", b"_prefix_hit_rate"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType__prefix_hit_rate) -> _WhichOneofReturnType__prefix_hit_rate | None: ...
 
 Global___NodeReport: _TypeAlias = NodeReport  # noqa: Y015
+
+@_typing.final
+class KvResidency(_message.Message):
+    """An engine's prefix cache as its KV events describe it. Counters are since the agent started."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESIDENT_BLOCKS_FIELD_NUMBER: _builtins.int
+    EVICTIONS_PER_S_FIELD_NUMBER: _builtins.int
+    STORES_PER_S_FIELD_NUMBER: _builtins.int
+    BATCHES_FIELD_NUMBER: _builtins.int
+    GAPS_FIELD_NUMBER: _builtins.int
+    GAPS_UNRECOVERED_FIELD_NUMBER: _builtins.int
+    DROPPED_FRAMES_FIELD_NUMBER: _builtins.int
+    RESTARTS_FIELD_NUMBER: _builtins.int
+    OVERFLOW_BLOCKS_FIELD_NUMBER: _builtins.int
+    resident_blocks: _builtins.int
+    """Blocks resident in GPU memory now (stored and not since removed or cleared)."""
+    evictions_per_s: _builtins.float
+    """Blocks removed (evicted) and stored per second over the last report interval."""
+    stores_per_s: _builtins.float
+    batches: _builtins.int
+    """Event batches applied; sequence gaps seen, and those the replay socket could not fill (the
+    agent then cleared and rebuilt its block set); frames dropped as garbage or oversize;
+    publisher restarts (the sequence started again); stored blocks past the agent's bound.
+    """
+    gaps: _builtins.int
+    gaps_unrecovered: _builtins.int
+    dropped_frames: _builtins.int
+    restarts: _builtins.int
+    overflow_blocks: _builtins.int
+    def __init__(
+        self,
+        *,
+        resident_blocks: _builtins.int = ...,
+        evictions_per_s: _builtins.float = ...,
+        stores_per_s: _builtins.float = ...,
+        batches: _builtins.int = ...,
+        gaps: _builtins.int = ...,
+        gaps_unrecovered: _builtins.int = ...,
+        dropped_frames: _builtins.int = ...,
+        restarts: _builtins.int = ...,
+        overflow_blocks: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["batches", b"batches", "dropped_frames", b"dropped_frames", "evictions_per_s", b"evictions_per_s", "gaps", b"gaps", "gaps_unrecovered", b"gaps_unrecovered", "overflow_blocks", b"overflow_blocks", "resident_blocks", b"resident_blocks", "restarts", b"restarts", "stores_per_s", b"stores_per_s"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___KvResidency: _TypeAlias = KvResidency  # noqa: Y015
 
 @_typing.final
 class LatencyHistogram(_message.Message):
