@@ -209,7 +209,8 @@ class Agent:
                 )
         if state.rates.prefix_hit_rate is not None:
             report.prefix_hit_rate = state.rates.prefix_hit_rate
-        section = self.residency.section() if self.residency is not None else None
+        residency = self.residency
+        section = residency.section(self.reporter.watch) if residency is not None else None
         if section is not None:
             report.residency.CopyFrom(section)
         self._node_metrics.interval.set(interval_ms / 1000)

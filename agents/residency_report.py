@@ -3,7 +3,9 @@
 Rates are deltas of the subscriber's counters between two reports divided by the time between
 them (the first report after the first batch has no interval and reports 0). Nothing is added
 until the subscriber has applied a batch: an engine that publishes no events leaves the report
-exactly as it was without a subscriber. The agent's own metrics follow the same counters.
+exactly as it was without a subscriber. The agent's own metrics follow the same counters. With
+a watch from the control plane (the active plan's keys on this node and each key's anchor block),
+the section lists the watched keys whose anchor is not resident.
 """
 
 from __future__ import annotations
@@ -31,7 +33,11 @@ class ResidencyReporter:
         self._clock = clock
         self._last: tuple[float, ResidencyCounts] | None = None
 
-    def section(self) -> agent_pb2.KvResidency | None:
+    def section(
+        self, watch: tuple[str, tuple[tuple[int, int], ...]] | None = None
+    ) -> agent_pb2.KvResidency | None:
+        """The report's section, answering ``watch`` (plan version, (key, anchor) pairs): the
+        keys whose anchor block is not resident; None before the first batch."""
         sub = self.subscriber
         if not sub.seen:
             return None
@@ -48,7 +54,7 @@ class ResidencyReporter:
         dropped = sum(sub.dropped.values())
         if self._metrics is not None:
             self._metrics.kv_events(counts.resident, sub.batches, sub.gaps_unrecovered, dropped)
-        return agent_pb2.KvResidency(
+        section = agent_pb2.KvResidency(
             resident_blocks=counts.resident,
             evictions_per_s=evictions,
             stores_per_s=stores,
@@ -59,3 +65,9 @@ class ResidencyReporter:
             restarts=sub.restarts,
             overflow_blocks=counts.overflow,
         )
+        if watch is not None:
+            version, pairs = watch
+            section.watch_version = version
+            section.watched_keys = len(pairs)
+            section.absent_keys.extend(k for k, anchor in pairs if anchor not in sub.residency)
+        return section

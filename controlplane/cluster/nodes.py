@@ -131,7 +131,11 @@ def node_status(
         load.healthy = r.healthy and not r.stale and not down
         load.age_ms = age
         fill_load(load, r)
-    return admin_pb2.NodeStatus(record=record, load=load, down=down, last_report_age_ms=age)
+    status = admin_pb2.NodeStatus(record=record, load=load, down=down, last_report_age_ms=age)
+    if report is not None and report.report.HasField("residency"):
+        status.planned_keys_watched = report.report.residency.watched_keys
+        status.planned_keys_not_resident = len(report.report.residency.absent_keys)
+    return status
 
 
 async def list_statuses(

@@ -123,7 +123,7 @@ def check_report(report: agent_pb2.NodeReport, rules: ReportRules) -> None:
             report,
             max_text=MAX_REPORT_TEXT,
             max_items=MAX_BUCKETS,
-            exempt=frozenset({"error", "ttft"}),  # error is trimmed; ttft has its own rule
+            exempt=frozenset({"error", "ttft", "residency"}),  # trimmed; own rules
         )
     except BoundsError as exc:
         raise InvalidReportError("size", str(exc)) from None

@@ -226,6 +226,9 @@ class KvResidency(_message.Message):
     DROPPED_FRAMES_FIELD_NUMBER: _builtins.int
     RESTARTS_FIELD_NUMBER: _builtins.int
     OVERFLOW_BLOCKS_FIELD_NUMBER: _builtins.int
+    WATCH_VERSION_FIELD_NUMBER: _builtins.int
+    WATCHED_KEYS_FIELD_NUMBER: _builtins.int
+    ABSENT_KEYS_FIELD_NUMBER: _builtins.int
     resident_blocks: _builtins.int
     """Blocks resident in GPU memory now (stored and not since removed or cleared)."""
     evictions_per_s: _builtins.float
@@ -241,6 +244,14 @@ class KvResidency(_message.Message):
     dropped_frames: _builtins.int
     restarts: _builtins.int
     overflow_blocks: _builtins.int
+    watch_version: _builtins.str
+    """The planned keys the control plane asked about (AgentDirective.watch): the watch's version
+    (the active plan's), how many keys it held, and those whose anchor block is not resident
+    (at most 1,024, the watch's bound).
+    """
+    watched_keys: _builtins.int
+    @_builtins.property
+    def absent_keys(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
     def __init__(
         self,
         *,
@@ -253,14 +264,43 @@ class KvResidency(_message.Message):
         dropped_frames: _builtins.int = ...,
         restarts: _builtins.int = ...,
         overflow_blocks: _builtins.int = ...,
+        watch_version: _builtins.str = ...,
+        watched_keys: _builtins.int = ...,
+        absent_keys: _abc.Iterable[_builtins.int] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["batches", b"batches", "dropped_frames", b"dropped_frames", "evictions_per_s", b"evictions_per_s", "gaps", b"gaps", "gaps_unrecovered", b"gaps_unrecovered", "overflow_blocks", b"overflow_blocks", "resident_blocks", b"resident_blocks", "restarts", b"restarts", "stores_per_s", b"stores_per_s"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["absent_keys", b"absent_keys", "batches", b"batches", "dropped_frames", b"dropped_frames", "evictions_per_s", b"evictions_per_s", "gaps", b"gaps", "gaps_unrecovered", b"gaps_unrecovered", "overflow_blocks", b"overflow_blocks", "resident_blocks", b"resident_blocks", "restarts", b"restarts", "stores_per_s", b"stores_per_s", "watch_version", b"watch_version", "watched_keys", b"watched_keys"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___KvResidency: _TypeAlias = KvResidency  # noqa: Y015
+
+@_typing.final
+class PrefixWatch(_message.Message):
+    """A planned key of this node and the block that ends its shared prefix, by the routers' sampled
+    prompt blocks: the key's prefix counts as resident while this block is.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KEY_HASH_FIELD_NUMBER: _builtins.int
+    ANCHOR_BLOCK_FIELD_NUMBER: _builtins.int
+    key_hash: _builtins.int
+    anchor_block: _builtins.int
+    def __init__(
+        self,
+        *,
+        key_hash: _builtins.int = ...,
+        anchor_block: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["anchor_block", b"anchor_block", "key_hash", b"key_hash"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PrefixWatch: _TypeAlias = PrefixWatch  # noqa: Y015
 
 @_typing.final
 class LatencyHistogram(_message.Message):
@@ -309,6 +349,8 @@ class AgentDirective(_message.Message):
     REPORT_INTERVAL_MS_FIELD_NUMBER: _builtins.int
     DRAINING_FIELD_NUMBER: _builtins.int
     MESSAGE_FIELD_NUMBER: _builtins.int
+    WATCH_FIELD_NUMBER: _builtins.int
+    WATCH_VERSION_FIELD_NUMBER: _builtins.int
     report_interval_ms: _builtins.int
     """Desired report interval; the agent adopts it."""
     draining: _builtins.bool
@@ -317,16 +359,26 @@ class AgentDirective(_message.Message):
     """
     message: _builtins.str
     """Human-readable note ("joined", "node id taken by another agent", ...)."""
+    watch_version: _builtins.str
+    @_builtins.property
+    def watch(self) -> _containers.RepeatedCompositeFieldContainer[Global___PrefixWatch]:
+        """For agents that read KV events: the active plan's keys on this node with their prefix anchor
+        (at most 1,024), sent when the active plan changes; watch_version is the plan's version
+        (empty: this directive carries no watch, the agent keeps the last one).
+        """
+
     def __init__(
         self,
         *,
         report_interval_ms: _builtins.int = ...,
         draining: _builtins.bool = ...,
         message: _builtins.str = ...,
+        watch: _abc.Iterable[Global___PrefixWatch] | None = ...,
+        watch_version: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["draining", b"draining", "message", b"message", "report_interval_ms", b"report_interval_ms"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["draining", b"draining", "message", b"message", "report_interval_ms", b"report_interval_ms", "watch", b"watch", "watch_version", b"watch_version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
