@@ -5,7 +5,11 @@ them (the first report after the first batch has no interval and reports 0). Not
 until the subscriber has applied a batch: an engine that publishes no events leaves the report
 exactly as it was without a subscriber. The agent's own metrics follow the same counters. With
 a watch from the control plane (the active plan's keys on this node and each key's anchor block),
-the section lists the watched keys whose anchor is not resident.
+the section lists the watched keys whose anchor is not resident, but only once some watched
+anchor has been resident: the anchors are the routers' block hashes, and an engine that names its
+blocks otherwise (vLLM and SGLang hash token ids) would otherwise report every planned key
+absent and have them all demoted. Such an engine's reports carry no answer, and nothing is
+demoted; its node-level numbers stand.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ class ResidencyReporter:
         self._metrics = metrics
         self._clock = clock
         self._last: tuple[float, ResidencyCounts] | None = None
+        self.names_match = False  # a watched anchor was resident once: the hashes agree
 
     def section(
         self, watch: tuple[str, tuple[tuple[int, int], ...]] | None = None
@@ -67,7 +72,10 @@ class ResidencyReporter:
         )
         if watch is not None:
             version, pairs = watch
-            section.watch_version = version
-            section.watched_keys = len(pairs)
-            section.absent_keys.extend(k for k, anchor in pairs if anchor not in sub.residency)
+            absent = [k for k, anchor in pairs if anchor not in sub.residency]
+            self.names_match = self.names_match or len(absent) < len(pairs)
+            if self.names_match:
+                section.watch_version = version
+                section.watched_keys = len(pairs)
+                section.absent_keys.extend(absent)
         return section

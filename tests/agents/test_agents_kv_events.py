@@ -17,6 +17,7 @@ import zmq.asyncio
 from agents.kv_subscriber import KvEventSubscriber, SubscriberConfig
 from agents.kv_wire import Cleared, Removed, Stored, WireError, decode_batch
 from agents.residency import Residency
+from agents.residency_report import ResidencyReporter
 from tests.support.polling import eventually
 
 ENC = msgspec.msgpack.encode
@@ -238,3 +239,27 @@ async def test_garbage_and_oversize_frames_are_counted_never_fatal(engine: Engin
             "frames": 1, "bad_seq": 1, "garbage": 1, "oversize": 1, "bad_batch": 1,
         }  # fmt: skip
         assert 42 in sub.residency and 1000 not in sub.residency and sub.gaps == 0
+
+
+# -- the report section ------------------------------------------------------------------------
+
+
+async def test_the_report_section_answers_the_watch_once_the_block_names_agree() -> None:
+    sub = KvEventSubscriber(SubscriberConfig("tcp://127.0.0.1:1"))
+    clock = iter([10.0, 11.0, 12.0, 13.0])
+    reporter = ResidencyReporter(sub, clock=lambda: next(clock))
+    assert reporter.section() is None  # no batch yet: the report stays as without events
+    await sub.receive([b"", seq(0), batch(stored(1, 2, 3))])
+    foreign = ("p1", ((100, 900), (200, 901)))  # anchors this engine never names
+    first = reporter.section(foreign)
+    assert first is not None and first.resident_blocks == 3 and not first.watch_version
+    await sub.receive([b"", seq(1), batch(removed(1, 2), stored(4))])
+    second = reporter.section(foreign)
+    assert second is not None and (second.evictions_per_s, second.stores_per_s) == (2.0, 1.0)
+    watch = ("p2", ((100, 3), (200, 2)))
+    answered = reporter.section(watch)
+    assert answered is not None and answered.watch_version == "p2"
+    assert answered.watched_keys == 2 and list(answered.absent_keys) == [200]
+    await sub.receive([b"", seq(2), batch(["AllBlocksCleared"])])
+    after = reporter.section(watch)  # names agreed once: an emptied cache is all absent
+    assert after is not None and list(after.absent_keys) == [100, 200]
