@@ -187,10 +187,11 @@ def render(command: str, results: list[dict]) -> str:
                 f"Machine: {info['cpu']}, {info['cores']} cores, Python {info['python']}, "
                 f"{info['date']}; load average at the end {info['load']}",
                 "",
-                "The agents' subscriber in a child process against a publisher of vLLM's wire "
-                "(encoded in the bench), one batch every 10 ms; 1 batch in 500 withheld from the live "
-                "socket (replayed), 1 frame in 1,000 garbage. RSS of the child in MiB; the baseline "
-                "is its RSS after start-up, before the first event, in the same run.",
+                "The agents' subscriber in a child process against a publisher of vLLM's "
+                "wire (encoded in the bench), one batch every 10 ms; 1 batch in 500 withheld "
+                "from the live socket (replayed), 1 frame in 1,000 garbage. RSS of the child in "
+                "MiB; the baseline is its RSS after start-up, before the first event, in the "
+                "same run.",
                 "",
                 "| publisher | run | baseline RSS | max RSS | RSS over the second half | resident "
                 "blocks at the end | gaps / unrecovered / replayed batches | frames dropped |",

@@ -8,8 +8,6 @@ next step starts where this one ended, so the engine does exactly the modelled w
 time; if the process falls more than ``max_lag_s`` (simulated) behind the wall clock (a starved
 CPU), the loop re-synchronises and that time is lost, as it would be on an overloaded host.
 
-With ``kv_events`` the engine publishes vLLM's KV-cache events (:mod:`simengine.kv_events`).
-
 ``slowdown`` (default 1; set at run time, ``POST /admin/slowdown``) multiplies every step's
 modelled duration: the engine does the same work more slowly, as a throttled or degraded GPU
 would. It exists to inject a latency regression in tests of the live guard.
@@ -117,7 +115,7 @@ class SimEngine:
         self._clock = clock
         self._t0 = clock()
         self.started_at_unix = time.time()
-        self.kv_events = kv_events
+        self.kv_events = kv_events  # vLLM's KV-cache events of the cache, published per step
         self.node = self._new_node()
         self.steps = 0  # engine steps completed
         self._rids = itertools.count()

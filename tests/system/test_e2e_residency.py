@@ -4,7 +4,8 @@ plane, a router with its HTTP front (all real, in one process, on real Redis).
 A hot key is planned on one engine; other traffic sent straight to that engine fills its cache and
 evicts the key's prefix. ``cachectl status`` must show the key not resident there within 2 s
 (:class:`tests.support.timing.LagMeter` judges the bound), and the next plan build demotes the
-key to the tail, counted in the control plane's metrics.
+key to the tail, counted in the control plane's metrics. The router's front counts the hot key's
+later turns on its first node, with the cached tokens the engine reported.
 """
 
 from __future__ import annotations
@@ -215,6 +216,17 @@ async def test_an_evicted_planned_prefix_shows_in_status_and_is_demoted_at_the_n
         assert after.destinations(hash_key(HOT)) is None
         demoted = plane.metrics.keys_demoted.labels("default")._value.get()
         assert demoted >= 1
+
+        # The front measured delivered affinity on the way (the hot key's later turns).
+        registry = front_router.metrics.registry
+        labels = {"door": "http", "pool": "default"}
+        followups = registry.get_sample_value(
+            "cacheroute_router_followups_total", {**labels, "node": "first"}
+        )
+        cached = registry.get_sample_value("cacheroute_router_followup_cached_tokens_total", labels)
+        assert (followups or 0) > 0 and (cached or 0) > 0
+        cov = registry.get_sample_value("cacheroute_router_fleet_load_cov", {"pool": "default"})
+        assert cov is not None and cov >= 0  # set with every applied snapshot (idle now: 0)
 
 
 async def _routable(server: RouterServer) -> bool:
