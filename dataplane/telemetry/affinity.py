@@ -21,12 +21,13 @@ key to find) are not measured here: the plan knows keys, not prompts.
 
 from __future__ import annotations
 
-import math
 import re
 from collections import OrderedDict
 from collections.abc import Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from dataplane.core.dispersion import load_cov
 
 MAX_KEYS = 100_000
 _PROMPT = re.compile(rb'"prompt_tokens"\s*:\s*(\d+)')
@@ -38,16 +39,6 @@ def usage_tokens(tail: bytes) -> tuple[int | None, int | None]:
     prompt = _PROMPT.findall(tail)
     cached = _CACHED.findall(tail)
     return (int(prompt[-1]) if prompt else None, int(cached[-1]) if cached else None)
-
-
-def load_cov(loads: Sequence[float]) -> float:
-    """Coefficient of variation (population) of ``loads``; 0 for none or an all-idle fleet."""
-    if not loads:
-        return 0.0
-    mean = math.fsum(loads) / len(loads)
-    if mean <= 0:
-        return 0.0
-    return math.sqrt(math.fsum((x - mean) ** 2 for x in loads) / len(loads)) / mean
 
 
 class DeliveredAffinity:

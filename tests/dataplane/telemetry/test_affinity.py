@@ -8,7 +8,8 @@ import json
 import pytest
 from prometheus_client import CollectorRegistry
 
-from dataplane.telemetry.affinity import DeliveredAffinity, load_cov, usage_tokens
+from dataplane.core.dispersion import load_cov
+from dataplane.telemetry.affinity import DeliveredAffinity, usage_tokens
 
 
 def answer(prompt: int, cached: int) -> bytes:
