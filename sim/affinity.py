@@ -5,10 +5,10 @@ first request in the run is its turn 1):
 
 * **follow-up cached fraction**: cached prompt tokens ÷ prompt tokens of the follow-ups served;
 * **follow-ups on the turn-1 node**: the share served by the node that served the thread's turn 1;
-* **reusable vs delivered cached tokens**: *reusable* is what a follow-up could find cached if
-  it met its previous turn's node with that turn's prompt and answer still held (the leading
-  16-token blocks it shares with them; the best any router can deliver), *delivered* what the
-  engine model found;
+* **reusable vs delivered cached tokens**: *reusable* is what a follow-up would find cached on
+  its previous turn's node with that turn's prompt and answer still held (the leading 16-token
+  blocks it shares with them), *delivered* what the engine model found (it can be more: other
+  threads of the same key leave their blocks too);
 * **fleet load CoV**: standard deviation ÷ mean of the measured requests each node received
   (:func:`dataplane.core.dispersion.load_cov`).
 
@@ -49,8 +49,8 @@ def affinity_line(a: Affinity) -> str:
     return (
         f"delivered affinity: {a.followups} follow-ups, cached fraction "
         f"{100 * a.followup_cached_fraction:.1f}%, on the turn-1 node "
-        f"{100 * a.followups_on_first_node:.1f}%, cached tokens delivered {a.delivered_tokens:,} "
-        f"of {a.reusable_tokens:,} reusable, load CoV {a.load_cov:.3f}"
+        f"{100 * a.followups_on_first_node:.1f}%, cached tokens {a.delivered_tokens:,} delivered "
+        f"vs {a.reusable_tokens:,} reusable from the previous turn, load CoV {a.load_cov:.3f}"
     )
 
 
