@@ -18,7 +18,7 @@ and pre-warm) but keeps the cluster, whose jobs these are computed from.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -63,6 +63,51 @@ def _shared(a: Sequence[int], b: Sequence[int]) -> int:
     return n
 
 
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """One request as the numbers need it (a simulated job, or a load generator's outcome)."""
+
+    thread: int  # -1: single-turn
+    node: str
+    measured: bool  # past the warm-up
+    served: bool  # got its first token
+    prompt: int
+    cached: int
+    blocks: tuple[int, ...]
+    output_blocks: tuple[int, ...] = ()
+
+
+def measure_turns(
+    turns: Iterable[Turn], per_node: Sequence[float], *, block_tokens: int
+) -> Affinity:
+    """The module docstring's numbers over turns in arrival order; ``per_node`` the measured
+    requests each node received (for the load CoV)."""
+    first: dict[int, str] = {}
+    previous: dict[int, tuple[int, ...]] = {}
+    followups = same = prompt = cached = reusable = 0
+    for turn in turns:
+        thread = turn.thread
+        if thread < 0:
+            continue
+        if thread not in first:
+            first[thread] = turn.node
+        elif turn.measured and turn.served:
+            followups += 1
+            same += turn.node == first[thread]
+            prompt += turn.prompt
+            cached += turn.cached
+            reusable += min(turn.prompt, _shared(previous[thread], turn.blocks) * block_tokens)
+        previous[thread] = turn.blocks + turn.output_blocks
+    return Affinity(
+        followups=followups,
+        followup_cached_fraction=cached / prompt if prompt else 0.0,
+        followups_on_first_node=same / followups if followups else 0.0,
+        reusable_tokens=reusable,
+        delivered_tokens=cached,
+        load_cov=load_cov([float(n) for n in per_node]),
+    )
+
+
 def measure(
     requests: Sequence[SimRequest],
     jobs: Sequence[Job],
@@ -71,33 +116,21 @@ def measure(
     warmup_s: float,
     block_tokens: int,
 ) -> Affinity:
-    """The module docstring's numbers over a finished run's jobs (in arrival order)."""
-    first: dict[int, int] = {}
-    previous: dict[int, tuple[int, ...]] = {}
-    followups = same = prompt = cached = reusable = 0
-    for job in jobs:
-        request = requests[job.rid]
-        thread = request.thread
-        if thread < 0:
-            continue
-        if thread not in first:
-            first[thread] = job.node
-        elif job.arrival >= warmup_s and job.first_token >= 0.0:
-            followups += 1
-            same += job.node == first[thread]
-            prompt += job.prompt
-            cached += job.cached
-            shared = _shared(previous[thread], request.blocks) * block_tokens
-            reusable += min(job.prompt, shared)
-        previous[thread] = request.blocks + request.output_blocks
-    return Affinity(
-        followups=followups,
-        followup_cached_fraction=cached / prompt if prompt else 0.0,
-        followups_on_first_node=same / followups if followups else 0.0,
-        reusable_tokens=reusable,
-        delivered_tokens=cached,
-        load_cov=load_cov([float(n) for n in routed]),
+    """:func:`measure_turns` over a finished run's jobs (in arrival order)."""
+    turns = (
+        Turn(
+            requests[job.rid].thread,
+            str(job.node),
+            job.arrival >= warmup_s,
+            job.first_token >= 0.0,
+            job.prompt,
+            job.cached,
+            job.blocks,
+            job.output_blocks,
+        )
+        for job in jobs
     )
+    return measure_turns(turns, [float(n) for n in routed], block_tokens=block_tokens)
 
 
 def run_with_affinity(
