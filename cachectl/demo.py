@@ -83,6 +83,11 @@ def register(sub: Any) -> None:
     add("--profile", default=LLAMA_70B.name, choices=sorted(PROFILES), help="engine profile")
     add("--speedup", type=float, default=1.0, help="simulated seconds per wall second (1)")
     add("--json", action="store_true", help="print one JSON object (progress stays on stderr)")
+    add(
+        "--kv-events",
+        action="store_true",
+        help="engines publish KV-cache events, agents subscribe (cachectl status: residency)",
+    )
     add("--keep-logs", type=Path, metavar="DIR", help="write the components' logs here and keep")
     add("--no-progress", action="store_true", help="no live progress line")
     parser.set_defaults(handler=_demo)
@@ -231,8 +236,9 @@ def _demo(args: argparse.Namespace) -> int:
     requests = _check(args)
     log_dir = args.keep_logs or Path(tempfile.mkdtemp(prefix="cacheroute-demo-"))
     spec = ClusterSpec(
-        engines=args.engines, routers=args.routers, profile=args.profile, speedup=args.speedup
-    )
+        engines=args.engines, routers=args.routers, profile=args.profile, speedup=args.speedup,
+        kv_events=args.kv_events,
+    )  # fmt: skip
     _say(args, f"CacheRoute local demo: {args.engines} simulated engines ({args.profile}, "
                f"speed-up {args.speedup:g}), {args.routers} routers, control plane, agents, "
                "embedded Redis")  # fmt: skip
