@@ -19,6 +19,7 @@ from cacheroute.v1 import agent_pb2
 from cacheroute_state import Stores
 from cacheroute_state.interfaces import StoreError
 from controlplane.core.residency import prefix_anchors, watch_lists
+from dataplane.core.table import RoutingTable
 from dataplane.core.table_codec import decode_table
 
 log = structlog.get_logger("controlplane.lifecycle.residency_watch")
@@ -32,6 +33,7 @@ class _PoolWatch:
     checked_ms: int = -(10**18)
     computed_ms: int = -(10**18)
     lists: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    table: RoutingTable | None = None  # the decoded active plan (decoded once per version)
 
 
 class WatchLists:
@@ -66,18 +68,21 @@ class WatchLists:
                 return
             entry.computed_ms = now_ms
             if not version:
-                entry.version, entry.lists = "", {}
+                entry.version, entry.lists, entry.table = "", {}, None
                 return
-            data = await self._stores.plans.get_table_bytes(pool, version)
+            table = entry.table if version == entry.version else None
+            if table is None:
+                data = await self._stores.plans.get_table_bytes(pool, version)
+                if data is None:
+                    return
+                table = await asyncio.to_thread(decode_table, data, verify_hash=False)
             samples = await self._stores.telemetry.read_samples(pool, MAX_SAMPLES)
         except StoreError as exc:
             log.info("watch lists not refreshed", pool=pool, error=str(exc))
             return
-        if data is None:
-            return
-        table = await asyncio.to_thread(decode_table, data, verify_hash=False)
         anchors = prefix_anchors((s.key_hash, list(s.prefix_blocks)) for s in samples)
-        entry.version, entry.lists = version, watch_lists(table, anchors)
+        entry.version, entry.table = version, table
+        entry.lists = watch_lists(table, anchors)
 
 
 class WatchSender:
