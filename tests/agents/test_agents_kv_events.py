@@ -263,3 +263,25 @@ async def test_the_report_section_answers_the_watch_once_the_block_names_agree()
     await sub.receive([b"", seq(2), batch(["AllBlocksCleared"])])
     after = reporter.section(watch)  # names agreed once: an emptied cache is all absent
     assert after is not None and list(after.absent_keys) == [100, 200]
+
+
+async def test_the_subscriber_reconnects_to_an_engine_that_came_back() -> None:
+    first = Engine()
+    config = SubscriberConfig(first.endpoint)
+    async with running(KvEventSubscriber(config)) as sub:
+        await joined(first, sub)
+        await first.send(1, batch(stored(1, 2)))
+        await until(lambda: sub.last_seq == 1)
+        first.close()  # the engine goes away ...
+        ctx = zmq.asyncio.Context.instance()
+        again = ctx.socket(zmq.XPUB)  # ... and comes back on the same port, seq from 0
+        again.setsockopt(zmq.LINGER, 0)
+        again.bind(first.endpoint)
+        try:
+            assert await again.poll(30_000), "the subscriber never reconnected"
+            assert await again.recv() == b"\x01"
+            await again.send_multipart([b"", seq(0), batch(stored(9))])
+            await until(lambda: sub.restarts == 1)
+            assert 9 in sub.residency and 1 not in sub.residency
+        finally:
+            again.close(linger=0)
