@@ -276,7 +276,12 @@ async def test_the_subscriber_reconnects_to_an_engine_that_came_back() -> None:
         ctx = zmq.asyncio.Context.instance()
         again = ctx.socket(zmq.XPUB)  # ... and comes back on the same port, seq from 0
         again.setsockopt(zmq.LINGER, 0)
-        again.bind(first.endpoint)
+        for _ in range(300):  # ZMQ closes the old listener in its I/O thread, a moment later
+            try:
+                again.bind(first.endpoint)
+                break
+            except zmq.ZMQError:
+                await asyncio.sleep(0.05)
         try:
             assert await again.poll(30_000), "the subscriber never reconnected"
             assert await again.recv() == b"\x01"
