@@ -227,12 +227,13 @@ def main() -> int:
     parser.add_argument("--cache-blocks", type=int, default=40_071)
     parser.add_argument("--max-blocks", type=int, default=1 << 20)
     parser.add_argument("--flood-max-blocks", type=int, default=100_000)
+    parser.add_argument("--no-flood", action="store_true", help="only the LRU publisher")
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args()
-    results = [
-        asyncio.run(run(args.seconds, args.rate, args.cache_blocks, args.max_blocks, False)),
-        asyncio.run(run(args.seconds, args.rate, args.cache_blocks, args.flood_max_blocks, True)),
-    ]
+    results = [asyncio.run(run(args.seconds, args.rate, args.cache_blocks, args.max_blocks, False))]
+    if not args.no_flood:
+        flood = run(args.seconds, args.rate, args.cache_blocks, args.flood_max_blocks, True)
+        results.append(asyncio.run(flood))
     for r in results:
         print(json.dumps(r))
     if not args.no_write:

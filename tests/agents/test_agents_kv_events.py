@@ -9,16 +9,22 @@ import contextlib
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+import aiohttp
 import msgspec
 import pytest
 import zmq
 import zmq.asyncio
 
+from agents.agent import Agent, AgentConfig
+from agents.agent_metrics import AgentMetrics
 from agents.kv_subscriber import KvEventSubscriber, SubscriberConfig
 from agents.kv_wire import Cleared, Removed, Stored, WireError, decode_batch
 from agents.residency import Residency
 from agents.residency_report import ResidencyReporter
+from tests.support.agents import EngineStub, engine
 from tests.support.polling import eventually
+
+__all__ = ["engine"]
 
 ENC = msgspec.msgpack.encode
 
@@ -156,7 +162,7 @@ class Engine:
 
 
 @pytest.fixture
-async def engine() -> AsyncIterator[Engine]:
+async def publisher() -> AsyncIterator[Engine]:
     eng = Engine()
     task = asyncio.create_task(eng.serve_replay())
     try:
@@ -187,53 +193,53 @@ async def joined(engine: Engine, sub: KvEventSubscriber) -> None:
     await until(lambda: sub.seen)
 
 
-async def test_a_gap_is_answered_by_replay_and_nothing_is_lost(engine: Engine) -> None:
-    config = SubscriberConfig(engine.endpoint, engine.replay_endpoint)
+async def test_a_gap_is_answered_by_replay_and_nothing_is_lost(publisher: Engine) -> None:
+    config = SubscriberConfig(publisher.endpoint, publisher.replay_endpoint)
     async with running(KvEventSubscriber(config)) as sub:
-        await joined(engine, sub)
-        await engine.send(1, batch(stored(1, 2, 3)))
-        await engine.send(2, batch(removed(1), stored(4)), live=False)  # dropped on the way
-        await engine.send(3, batch(stored(5)))
+        await joined(publisher, sub)
+        await publisher.send(1, batch(stored(1, 2, 3)))
+        await publisher.send(2, batch(removed(1), stored(4)), live=False)  # dropped on the way
+        await publisher.send(3, batch(stored(5)))
         await until(lambda: sub.last_seq == 3)
-        assert engine.replays == [2]
+        assert publisher.replays == [2]
         assert {b for b in (1, 2, 3, 4, 5, 100) if b in sub.residency} == {2, 3, 4, 5, 100}
         assert (sub.gaps, sub.gaps_unrecovered, sub.replayed) == (1, 0, 2)
-        await engine.send(4, batch(stored(6)))  # the live copy of nothing replayed twice
+        await publisher.send(4, batch(stored(6)))  # the live copy of nothing replayed twice
         await until(lambda: sub.last_seq == 4)
         assert sub.residency.counts().stored == 7 and not sub.dropped
 
 
-async def test_a_gap_without_replay_clears_the_set_and_is_counted(engine: Engine) -> None:
-    async with running(KvEventSubscriber(SubscriberConfig(engine.endpoint))) as sub:
-        await joined(engine, sub)
-        await engine.send(5, batch(stored(9)))
+async def test_a_gap_without_replay_clears_the_set_and_is_counted(publisher: Engine) -> None:
+    async with running(KvEventSubscriber(SubscriberConfig(publisher.endpoint))) as sub:
+        await joined(publisher, sub)
+        await publisher.send(5, batch(stored(9)))
         await until(lambda: sub.last_seq == 5)
         assert sub.gaps_unrecovered == 1 and 100 not in sub.residency and 9 in sub.residency
 
 
-async def test_an_engine_restart_clears_the_blocks(engine: Engine) -> None:
-    config = SubscriberConfig(engine.endpoint, engine.replay_endpoint)
+async def test_an_engine_restart_clears_the_blocks(publisher: Engine) -> None:
+    config = SubscriberConfig(publisher.endpoint, publisher.replay_endpoint)
     async with running(KvEventSubscriber(config)) as sub:
-        await joined(engine, sub)
-        await engine.send(1, batch(stored(1, 2)))
+        await joined(publisher, sub)
+        await publisher.send(1, batch(stored(1, 2)))
         await until(lambda: sub.last_seq == 1)
-        engine.buffer.clear()
-        await engine.send(0, batch(["AllBlocksCleared"], stored(7)))  # counter starts again
+        publisher.buffer.clear()
+        await publisher.send(0, batch(["AllBlocksCleared"], stored(7)))  # counter starts again
         await until(lambda: sub.restarts == 1)
         assert len(sub.residency) == 1 and 7 in sub.residency
         assert sub.residency.counts().cleared == 2  # the restart and the event
 
 
-async def test_garbage_and_oversize_frames_are_counted_never_fatal(engine: Engine) -> None:
-    config = SubscriberConfig(engine.endpoint, engine.replay_endpoint, max_frame_bytes=1024)
+async def test_garbage_and_oversize_frames_are_counted_never_fatal(publisher: Engine) -> None:
+    config = SubscriberConfig(publisher.endpoint, publisher.replay_endpoint, max_frame_bytes=1024)
     async with running(KvEventSubscriber(config)) as sub:
-        await joined(engine, sub)
-        await engine.pub.send_multipart([b"", seq(1)])  # two frames
-        await engine.pub.send_multipart([b"", b"\x01", batch(stored(1))])  # a short seq
-        await engine.send(1, b"\xc1 not msgpack")
-        await engine.send(2, batch(stored(*range(1000, 1500))))  # > 1 KiB
-        await engine.send(3, ENC({"no": "events"}))
-        await engine.send(4, batch(stored(42)))
+        await joined(publisher, sub)
+        await publisher.pub.send_multipart([b"", seq(1)])  # two frames
+        await publisher.pub.send_multipart([b"", b"\x01", batch(stored(1))])  # a short seq
+        await publisher.send(1, b"\xc1 not msgpack")
+        await publisher.send(2, batch(stored(*range(1000, 1500))))  # > 1 KiB
+        await publisher.send(3, ENC({"no": "events"}))
+        await publisher.send(4, batch(stored(42)))
         await until(lambda: sub.last_seq == 4)
         assert dict(sub.dropped) == {
             "frames": 1, "bad_seq": 1, "garbage": 1, "oversize": 1, "bad_batch": 1,
@@ -290,3 +296,35 @@ async def test_the_subscriber_reconnects_to_an_engine_that_came_back() -> None:
             assert 9 in sub.residency and 1 not in sub.residency
         finally:
             again.close(linger=0)
+
+
+async def test_an_agent_whose_engine_publishes_nothing_reports_as_without_events(
+    engine: EngineStub,
+) -> None:
+    silent = Engine()  # a publisher socket that never sends
+    engine.serve("sim_a")
+    async with aiohttp.ClientSession() as session:
+
+        def agent(**kv: str) -> Agent:
+            config = AgentConfig(
+                node_id="n1", address="127.0.0.1:1", metrics_url=f"{engine.url}/metrics", **kv
+            )
+            return Agent(
+                config, session=session, controlplane="127.0.0.1:9", metrics=AgentMetrics()
+            )
+
+        plain = agent()
+        with_events = agent(kv_events=silent.endpoint, kv_replay=silent.replay_endpoint)
+        assert plain.residency is None and with_events.residency is not None
+        task = asyncio.create_task(with_events.residency.subscriber.run())
+        try:
+            await asyncio.sleep(0.3)
+            reports = [a.build_report(await a.scraper.scrape()) for a in (plain, with_events)]
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            silent.close()
+    for report in reports:
+        report.scraped_at_unix_ms = 0
+    assert not reports[1].HasField("residency") and reports[0] == reports[1]
