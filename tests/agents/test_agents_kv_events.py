@@ -1,19 +1,15 @@
-"""The agents' KV-event reader on payloads encoded here, independently of any publisher under
-test: plain msgpack of vLLM's documented layout (``../shared/docs/CALIBRATION.md`` §3), array-like
-and map-encoded, sent over real ZMQ sockets (PUB, and a ROUTER answering replays)."""
+"""The agents' KV-event reader on payloads encoded in the tests, independently of any publisher
+under test (tests/support/kv_events.py: plain msgpack of vLLM's documented layout, array-like and
+map-encoded); the bounded block set; the report section; an agent whose engine publishes nothing.
+The subscriber on real sockets (gaps, replay, restarts, drops): test_agents_kv_subscriber.py."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
-from typing import Any
 
 import aiohttp
-import msgspec
 import pytest
-import zmq
-import zmq.asyncio
 
 from agents.agent import Agent, AgentConfig
 from agents.agent_metrics import AgentMetrics
@@ -22,35 +18,9 @@ from agents.kv_wire import Cleared, Removed, Stored, WireError, decode_batch
 from agents.residency import Residency
 from agents.residency_report import ResidencyReporter
 from tests.support.agents import EngineStub, engine
-from tests.support.polling import eventually
+from tests.support.kv_events import ENC, Engine, batch, removed, seq, stored
 
 __all__ = ["engine"]
-
-ENC = msgspec.msgpack.encode
-
-
-def stored(*hashes: Any, medium: str | None = "GPU", extra: bool = False) -> list[Any]:
-    event: list[Any] = ["BlockStored", list(hashes), None, [1, 2, 3], 16, None, medium]
-    return [*event, "a field from a newer vLLM"] if extra else event
-
-
-def removed(*hashes: Any) -> list[Any]:
-    return ["BlockRemoved", list(hashes), "GPU"]
-
-
-def batch(*events: Any) -> bytes:
-    return ENC([1700000000.5, list(events), 0])
-
-
-async def until(condition: Callable[[], bool]) -> None:
-    async def check() -> bool:
-        return condition()
-
-    await eventually(check, timeout=30.0)
-
-
-def seq(n: int) -> bytes:
-    return n.to_bytes(8, "big")
 
 
 # -- decoding --------------------------------------------------------------------------------
@@ -116,137 +86,6 @@ def test_residency_is_bounded_and_counts_what_it_could_not_hold() -> None:
     assert len(residency) == 1 and 9 in residency and residency.counts().cleared == 1
 
 
-# -- the subscriber over real sockets ----------------------------------------------------------
-
-
-class Engine:
-    """A test publisher: an XPUB socket and a ROUTER that replays what ``buffer`` holds."""
-
-    def __init__(self) -> None:
-        ctx = zmq.asyncio.Context.instance()
-        self.pub = ctx.socket(zmq.XPUB)  # a PUB that tells when a subscriber has joined
-        self.pub.setsockopt(zmq.LINGER, 0)
-        self.endpoint = self._bind(self.pub)
-        self.router = ctx.socket(zmq.ROUTER)
-        self.router.setsockopt(zmq.LINGER, 0)
-        self.replay_endpoint = self._bind(self.router)
-        self.buffer: dict[int, bytes] = {}
-        self.replays: list[int] = []
-
-    @staticmethod
-    def _bind(sock: zmq.asyncio.Socket) -> str:
-        sock.bind("tcp://127.0.0.1:*")
-        endpoint = sock.getsockopt(zmq.LAST_ENDPOINT)
-        assert isinstance(endpoint, bytes)
-        return endpoint.decode()
-
-    async def serve_replay(self) -> None:
-        while True:
-            client, _, start_frame = await self.router.recv_multipart()
-            start = int.from_bytes(start_frame, "big")
-            self.replays.append(start)
-            for n in sorted(self.buffer):
-                if n >= start:
-                    await self.router.send_multipart([client, b"", seq(n), self.buffer[n]])
-            end = (-1).to_bytes(8, "big", signed=True)
-            await self.router.send_multipart([client, b"", end, b""])
-
-    async def send(self, n: int, payload: bytes, *, live: bool = True) -> None:
-        self.buffer[n] = payload
-        if live:
-            await self.pub.send_multipart([b"", seq(n), payload])
-
-    def close(self) -> None:
-        self.pub.close(linger=0)
-        self.router.close(linger=0)
-
-
-@pytest.fixture
-async def publisher() -> AsyncIterator[Engine]:
-    eng = Engine()
-    task = asyncio.create_task(eng.serve_replay())
-    try:
-        yield eng
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-        eng.close()
-
-
-@contextlib.asynccontextmanager
-async def running(sub: KvEventSubscriber) -> AsyncIterator[KvEventSubscriber]:
-    task = asyncio.create_task(sub.run())
-    try:
-        yield sub
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-
-
-async def joined(engine: Engine, sub: KvEventSubscriber) -> None:
-    """Publish seq 0 once the SUB socket has joined (ZMQ connects asynchronously)."""
-    assert await engine.pub.poll(30_000), "the subscriber never joined"
-    assert await engine.pub.recv() == b"\x01"  # subscribe to every topic
-    await engine.send(0, batch(stored(100)))
-    await until(lambda: sub.seen)
-
-
-async def test_a_gap_is_answered_by_replay_and_nothing_is_lost(publisher: Engine) -> None:
-    config = SubscriberConfig(publisher.endpoint, publisher.replay_endpoint)
-    async with running(KvEventSubscriber(config)) as sub:
-        await joined(publisher, sub)
-        await publisher.send(1, batch(stored(1, 2, 3)))
-        await publisher.send(2, batch(removed(1), stored(4)), live=False)  # dropped on the way
-        await publisher.send(3, batch(stored(5)))
-        await until(lambda: sub.last_seq == 3)
-        assert publisher.replays == [2]
-        assert {b for b in (1, 2, 3, 4, 5, 100) if b in sub.residency} == {2, 3, 4, 5, 100}
-        assert (sub.gaps, sub.gaps_unrecovered, sub.replayed) == (1, 0, 2)
-        await publisher.send(4, batch(stored(6)))  # the live copy of nothing replayed twice
-        await until(lambda: sub.last_seq == 4)
-        assert sub.residency.counts().stored == 7 and not sub.dropped
-
-
-async def test_a_gap_without_replay_clears_the_set_and_is_counted(publisher: Engine) -> None:
-    async with running(KvEventSubscriber(SubscriberConfig(publisher.endpoint))) as sub:
-        await joined(publisher, sub)
-        await publisher.send(5, batch(stored(9)))
-        await until(lambda: sub.last_seq == 5)
-        assert sub.gaps_unrecovered == 1 and 100 not in sub.residency and 9 in sub.residency
-
-
-async def test_an_engine_restart_clears_the_blocks(publisher: Engine) -> None:
-    config = SubscriberConfig(publisher.endpoint, publisher.replay_endpoint)
-    async with running(KvEventSubscriber(config)) as sub:
-        await joined(publisher, sub)
-        await publisher.send(1, batch(stored(1, 2)))
-        await until(lambda: sub.last_seq == 1)
-        publisher.buffer.clear()
-        await publisher.send(0, batch(["AllBlocksCleared"], stored(7)))  # counter starts again
-        await until(lambda: sub.restarts == 1)
-        assert len(sub.residency) == 1 and 7 in sub.residency
-        assert sub.residency.counts().cleared == 2  # the restart and the event
-
-
-async def test_garbage_and_oversize_frames_are_counted_never_fatal(publisher: Engine) -> None:
-    config = SubscriberConfig(publisher.endpoint, publisher.replay_endpoint, max_frame_bytes=1024)
-    async with running(KvEventSubscriber(config)) as sub:
-        await joined(publisher, sub)
-        await publisher.pub.send_multipart([b"", seq(1)])  # two frames
-        await publisher.pub.send_multipart([b"", b"\x01", batch(stored(1))])  # a short seq
-        await publisher.send(1, b"\xc1 not msgpack")
-        await publisher.send(2, batch(stored(*range(1000, 1500))))  # > 1 KiB
-        await publisher.send(3, ENC({"no": "events"}))
-        await publisher.send(4, batch(stored(42)))
-        await until(lambda: sub.last_seq == 4)
-        assert dict(sub.dropped) == {
-            "frames": 1, "bad_seq": 1, "garbage": 1, "oversize": 1, "bad_batch": 1,
-        }  # fmt: skip
-        assert 42 in sub.residency and 1000 not in sub.residency and sub.gaps == 0
-
-
 # -- the report section ------------------------------------------------------------------------
 
 
@@ -269,33 +108,6 @@ async def test_the_report_section_answers_the_watch_once_the_block_names_agree()
     await sub.receive([b"", seq(2), batch(["AllBlocksCleared"])])
     after = reporter.section(watch)  # names agreed once: an emptied cache is all absent
     assert after is not None and list(after.absent_keys) == [100, 200]
-
-
-async def test_the_subscriber_reconnects_to_an_engine_that_came_back() -> None:
-    first = Engine()
-    config = SubscriberConfig(first.endpoint)
-    async with running(KvEventSubscriber(config)) as sub:
-        await joined(first, sub)
-        await first.send(1, batch(stored(1, 2)))
-        await until(lambda: sub.last_seq == 1)
-        first.close()  # the engine goes away ...
-        ctx = zmq.asyncio.Context.instance()
-        again = ctx.socket(zmq.XPUB)  # ... and comes back on the same port, seq from 0
-        again.setsockopt(zmq.LINGER, 0)
-        for _ in range(300):  # ZMQ closes the old listener in its I/O thread, a moment later
-            try:
-                again.bind(first.endpoint)
-                break
-            except zmq.ZMQError:
-                await asyncio.sleep(0.05)
-        try:
-            assert await again.poll(30_000), "the subscriber never reconnected"
-            assert await again.recv() == b"\x01"
-            await again.send_multipart([b"", seq(0), batch(stored(9))])
-            await until(lambda: sub.restarts == 1)
-            assert 9 in sub.residency and 1 not in sub.residency
-        finally:
-            again.close(linger=0)
 
 
 async def test_an_agent_whose_engine_publishes_nothing_reports_as_without_events(
