@@ -14,6 +14,7 @@ from cachectl.nodes_cmd import node_rows
 from cachectl.output import print_json, print_table
 from cachectl.plan_auto_cmd import mode_line
 from cachectl.plan_online import destinations_line, pointer_line, verdict_text
+from cachectl.residency_view import print_residency
 from cacheroute.v1 import admin_pb2, cluster_pb2
 
 # Routers re-send their ACK every few seconds (--ack-interval, 5 s): one silent for longer than
@@ -136,6 +137,7 @@ def _print_pool(pool: admin_pb2.PoolStatus) -> None:
         )
     if pool.nodes:
         print_table(NODE_HEADERS, node_rows(list(pool.nodes)))
+        print_residency(list(pool.nodes))
     else:
         print("  nodes: none registered")
 

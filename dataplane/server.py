@@ -234,8 +234,9 @@ class RouterServer:
             decode_nice=config.decode_nice,
         )
         self.loads = LoadWatcher(
-            self.router, self.stores.cluster, self.metrics, interval_s=config.load_interval_s
-        )
+            self.router, self.stores.cluster, self.metrics, interval_s=config.load_interval_s,
+            affinity=self.served.affinity,
+        )  # fmt: skip
         self.traffic = TrafficReporter(
             self.stores.telemetry,
             lambda: [(name, state.traffic) for name, state in self.router.pools.items()],

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from cacheroute.v1 import admin_pb2, cluster_pb2
 from cacheroute_state import Stores
 from cacheroute_state.interfaces import ReportRecord
+from controlplane.core.residency import fill_load
 from controlplane.errors import (
     InvalidArgumentError,
     NodeIdTakenError,
@@ -119,7 +120,12 @@ def node_status(
             load.prefix_hit_rate = r.prefix_hit_rate
         load.healthy = r.healthy and not r.stale and not down
         load.age_ms = age
-    return admin_pb2.NodeStatus(record=record, load=load, down=down, last_report_age_ms=age)
+        fill_load(load, r)
+    status = admin_pb2.NodeStatus(record=record, load=load, down=down, last_report_age_ms=age)
+    if report is not None and report.report.HasField("residency"):
+        status.planned_keys_watched = report.report.residency.watched_keys
+        status.planned_keys_not_resident = len(report.report.residency.absent_keys)
+    return status
 
 
 async def list_statuses(
