@@ -5,7 +5,8 @@
 
 ``<Q``: the seed failed the lowest rung Q (0 in the mean, marked ``≤``); ``≥Q``: it passed every
 rung. Every run of every file is pooled (a policy may come from one file and its seeds from another;
-``--label FILE=NAME`` renames a file's policies, e.g. a variant run under the same policy name);
+``--label FILE=NAME`` renames a file's policies, e.g. a variant run under the same policy name;
+``--shift S`` reads every p99 S seconds later, i.e. at another constant TTFT offset);
 each seed's knee at each SLO is re-read on ``--rungs`` only (``sim.capacity.knee``), so policies
 run on different ladders are compared on the same rungs. Prints a Markdown table: mean capacity
 per SLO with the per-seed knees, and mean p99 TTFT, KV hit and imbalance at ``--ref`` QPS.
@@ -49,6 +50,9 @@ def main() -> int:
     parser.add_argument("--slos", default="3.5,5")
     parser.add_argument("--label", action="append", default=[], metavar="FILE=NAME")
     parser.add_argument("--json", help="also write the table as JSON here")
+    parser.add_argument("--shift", type=float, default=0.0,
+                        help="add S seconds to every p99: another constant TTFT offset, "
+                             "as scripts/offset_range.py reads one")  # fmt: skip
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
     rungs = {float(q) for q in args.rungs.split(",")}
@@ -63,7 +67,8 @@ def main() -> int:
             if labels.get(file) and labels[file].startswith("+"):
                 name = run["policy"] + labels[file]
             if run["seed"] in seeds and run["qps"] in rungs:
-                runs[name][run["seed"]][run["qps"]] = run
+                shifted = run | {"ttft_p99_s": run["ttft_p99_s"] + args.shift}
+                runs[name][run["seed"]][run["qps"]] = shifted
                 if name not in order:
                     order.append(name)
     rows = []
