@@ -1,0 +1,131 @@
+"""The router at 1,000 engines: apply_load, the decision at 10,000 destinations, table rollouts.
+
+    .venv/bin/python bench/bench_scale.py [--parts load,decision,rollout] [--rounds 5]
+
+``load``: ``Router.apply_load`` of a 1,000-node snapshot, per call, by the per-node path (a
+snapshot without columns: what every snapshot took before issue 33) and by the columns path,
+interleaved round by round in one run, with 200 in-flight decisions recorded between snapshots.
+``decision``: ``bench_route.py``'s in-process decision (``parse_request`` + ``Router.route`` +
+encoding) over a 1M-key table whose sets name 30 or 10,000 destinations, each request timed on
+its own, the two sizes interleaved round by round after one untimed pass each (the steady state:
+each node's outcome tuple and the session tokens are built on first use). ``rollout``: bytes a
+router fetches for a plan that moved 5% of a 1M-key table's keys, as a delta against the version
+it holds vs the whole table, and the CPU to build and apply the delta.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_route
+import scale_fixtures
+
+from dataplane.core.decision_encoding import DecisionEncoder
+from dataplane.core.keys import hash_key
+from dataplane.core.route_input import parse_request
+from dataplane.core.router import Router
+from dataplane.core.table import RoutingTable
+
+LOAD_NODES = 1000
+
+
+def load_part(rounds: int) -> dict[str, float]:
+    """Median µs per ``apply_load`` of a 1,000-node snapshot, both paths, one run."""
+    keys = np.unique(np.array([hash_key(k) for k in bench_route.key_names(100_000)], np.uint64))
+    table = scale_fixtures.table_for(keys, LOAD_NODES, seed=1)
+    paths = {"per-node (no columns)": False, "columns": True}
+    timings: dict[str, list[float]] = {name: [] for name in paths}
+    seq = 0
+    for rnd in range(rounds):
+        order = list(paths.items()) if rnd % 2 == 0 else list(reversed(paths.items()))
+        for name, columns in order:
+            router = Router()
+            router.install_table("default", table, 1)
+            snapshots = [
+                scale_fixtures.load_snapshot(LOAD_NODES, seq + i, columns=columns)
+                for i in range(1, 42)
+            ]
+            seq += 41
+            router.apply_load(snapshots[0])  # the membership: later calls keep it
+            view_now = time.time()
+            for snap in snapshots[1:]:
+                view = router.pools["default"].view
+                for i in range(200):  # in-flight decisions between two snapshots
+                    view.record((i * 37) % LOAD_NODES, view_now)
+                started = time.perf_counter()
+                router.apply_load(snap, now=view_now + 1)
+                timings[name].append((time.perf_counter() - started) * 1e6)
+    out = {f"apply_load_us[{name}]": statistics.median(t) for name, t in timings.items()}
+    for name, t in timings.items():
+        print(f"apply_load, {LOAD_NODES} nodes, {name}: median {statistics.median(t):.0f} us, "
+              f"p90 {np.percentile(t, 90):.0f} us ({len(t)} calls)")  # fmt: skip
+    return out
+
+
+def _decision_router(table: RoutingTable, destinations: int) -> Router:
+    router = Router()
+    router.install_table("default", table, 1)
+    router.apply_load(scale_fixtures.load_snapshot(destinations, 1, columns=True))
+    return router
+
+
+def decision_part(rounds: int) -> dict[str, float]:
+    """p50 and mean µs per in-process decision at 30 and 10,000 destinations, one run."""
+    hashes = np.unique(
+        np.array([hash_key(k) for k in bench_route.key_names(bench_route.TABLE_KEYS)], np.uint64)
+    )
+    sizes = (30, 10_000)
+    routers = {n: _decision_router(scale_fixtures.table_for(hashes, n, seed=n), n) for n in sizes}
+    requests = bench_route.requests_for(seed=2)[:20000]
+    samples: dict[int, list[float]] = {n: [] for n in sizes}
+    clock = time.perf_counter
+    for n in sizes:  # warm: each (node, reason) outcome and the session tokens built once
+        encoder = DecisionEncoder("cacheroute")
+        for q in requests:
+            inp = parse_request(q)
+            encoder.encode_outcome(routers[n].route(inp, time.time()), inp.key_hash, inp.key, "")
+    for rnd in range(rounds):
+        for n in sizes if rnd % 2 == 0 else tuple(reversed(sizes)):
+            router, encoder, now = routers[n], DecisionEncoder("cacheroute"), time.time()
+            got = samples[n]
+            for q in requests:
+                started = clock()
+                inp = parse_request(q)
+                outcome = router.route(inp, now)
+                encoder.encode_outcome(outcome, inp.key_hash, inp.key, inp.request_id)
+                got.append(clock() - started)
+    out: dict[str, float] = {}
+    for n in sizes:
+        p50, mean = np.percentile(samples[n], 50) * 1e6, float(np.mean(samples[n])) * 1e6
+        out[f"decision_p50_us[{n}]"], out[f"decision_mean_us[{n}]"] = p50, mean
+        print(f"decision, {n} destinations: p50 {p50:.2f} us, p99 "
+              f"{np.percentile(samples[n], 99) * 1e6:.2f} us, mean {mean:.2f} us "
+              f"({len(samples[n])} decisions)")  # fmt: skip
+    ratio = out["decision_p50_us[10000]"] / out["decision_p50_us[30]"]
+    out["decision_p50_ratio"] = ratio
+    print(f"decision p50 at 10,000 / at 30 destinations: {ratio:.2f}x (goal <= 1.5x)")
+    return out
+
+
+PARTS: dict[str, Any] = {"load": load_part, "decision": decision_part}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--parts", default="load,decision,rollout")
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    for part in args.parts.split(","):
+        PARTS[part](args.rounds)
+
+
+if __name__ == "__main__":
+    main()
