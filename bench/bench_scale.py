@@ -30,9 +30,13 @@ import scale_fixtures
 
 from dataplane.core.decision_encoding import DecisionEncoder
 from dataplane.core.keys import hash_key
+from dataplane.core.load_columns import encode_columns
 from dataplane.core.route_input import parse_request
 from dataplane.core.router import Router
 from dataplane.core.table import RoutingTable
+from dataplane.core.table_codec import decode_table, encode_table
+from dataplane.core.table_delta import apply_delta, diff_tables
+from dataplane.core.table_delta_codec import decode_delta, encode_delta
 
 LOAD_NODES = 1000
 
@@ -64,6 +68,16 @@ def load_part(rounds: int) -> dict[str, float]:
                 router.apply_load(snap, now=view_now + 1)
                 timings[name].append((time.perf_counter() - started) * 1e6)
     out = {f"apply_load_us[{name}]": statistics.median(t) for name, t in timings.items()}
+    plain = scale_fixtures.load_snapshot(LOAD_NODES, 1, columns=False)
+    nodes = list(plain.nodes)
+    started = time.perf_counter()
+    for _ in range(20):
+        columns = encode_columns(nodes)
+    out["encode_columns_us"] = (time.perf_counter() - started) / 20 * 1e6
+    plain.columns.CopyFrom(columns)
+    out["snapshot_bytes"] = float(plain.ByteSize())
+    print(f"snapshot of {LOAD_NODES} nodes: {plain.ByteSize():,} bytes with columns; the "
+          f"publisher's encode_columns {out['encode_columns_us']:.0f} us")  # fmt: skip
     for name, t in timings.items():
         print(f"apply_load, {LOAD_NODES} nodes, {name}: median {statistics.median(t):.0f} us, "
               f"p90 {np.percentile(t, 90):.0f} us ({len(t)} calls)")  # fmt: skip
@@ -115,7 +129,40 @@ def decision_part(rounds: int) -> dict[str, float]:
     return out
 
 
-PARTS: dict[str, Any] = {"load": load_part, "decision": decision_part}
+def rollout_part(rounds: int) -> dict[str, float]:
+    """Bytes per router for a 5% change of a 1M-key, 1,000-destination plan; the CPU around it."""
+    rng = np.random.default_rng(7)
+    hashes = np.unique(rng.integers(1, 2**63, bench_route.TABLE_KEYS, dtype=np.uint64))
+    base = scale_fixtures.table_for(hashes, LOAD_NODES, seed=1)
+    target = scale_fixtures.changed(base, 0.05, seed=2)
+    full = encode_table(target)
+    times: dict[str, list[float]] = {"diff": [], "apply": [], "decode": []}
+    data = b""
+    for _ in range(max(1, rounds // 2)):
+        started = time.perf_counter()
+        data = encode_delta(diff_tables(base, target))
+        times["diff"].append(time.perf_counter() - started)
+        started = time.perf_counter()
+        rebuilt = apply_delta(base, decode_delta(data))
+        times["apply"].append(time.perf_counter() - started)
+        assert rebuilt.version == target.version
+        started = time.perf_counter()
+        decode_table(full)
+        times["decode"].append(time.perf_counter() - started)
+    out = {
+        "table_bytes_full": float(len(full)),
+        "table_bytes_delta": float(len(data)),
+        "delta_share": len(data) / len(full),
+        **{f"{name}_ms": statistics.median(t) * 1000 for name, t in times.items()},
+    }
+    print(f"rollout, 1M keys, 5% moved: whole table {len(full) / 1e6:.1f} MB, delta "
+          f"{len(data) / 1e6:.2f} MB ({out['delta_share']:.1%} of it); control plane diff "
+          f"{out['diff_ms']:.0f} ms, router apply {out['apply_ms']:.0f} ms (decode of the whole "
+          f"table {out['decode_ms']:.0f} ms), medians of {len(times['diff'])}")  # fmt: skip
+    return out
+
+
+PARTS: dict[str, Any] = {"load": load_part, "decision": decision_part, "rollout": rollout_part}
 
 
 def main() -> None:
