@@ -24,6 +24,8 @@ from servekit.processes import free_port, guarded
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPE = ROOT / "deploy" / "envoy" / "envoy.yaml"
+HEADERS_ONLY = ROOT / "deploy" / "envoy" / "envoy-headers-only.yaml"
+BUFFERED = ROOT / "deploy" / "envoy" / "envoy-buffered.yaml"
 START_TIMEOUT_S = 60.0
 
 
@@ -50,9 +52,11 @@ def render(
     engines: Sequence[tuple[str, int]],
     pickers: Sequence[tuple[str, int]] = (),
     ext_proc: bool = True,
+    recipe: Path = RECIPE,
 ) -> dict[str, Any]:
-    """The recipe with these ports and endpoints (module docstring)."""
-    config: dict[str, Any] = yaml.safe_load(RECIPE.read_text())
+    """The recipe with these ports and endpoints (module docstring); ``recipe``: another file of
+    ``deploy/envoy/`` (the headers-only and buffered variants)."""
+    config: dict[str, Any] = yaml.safe_load(recipe.read_text())
     config["admin"]["address"]["socket_address"].update(address="127.0.0.1", port_value=admin_port)
     listener = config["static_resources"]["listeners"][0]
     listener["address"]["socket_address"].update(address="127.0.0.1", port_value=listen_port)
