@@ -10,10 +10,20 @@ versions, or holds a base no delta was stored for, still converges to the exact 
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import structlog
+
+from cacheroute_state.interfaces import PlanStore
 from dataplane.core.protobuf_fields import Buffer
 from dataplane.core.table import RoutingTable, TableError
 from dataplane.core.table_delta import apply_delta
 from dataplane.core.table_delta_codec import decode_delta
+from dataplane.telemetry.router_metrics import RouterMetrics
+
+log = structlog.get_logger("dataplane.sync.table_watcher")
+OffLoop = Callable[..., Awaitable[Any]]
 
 
 def apply_owned(box: list[Buffer], held: RoutingTable, pool: str, version: str) -> RoutingTable:
@@ -26,3 +36,29 @@ def apply_owned(box: list[Buffer], held: RoutingTable, pool: str, version: str) 
             f"{pool}/{version}"
         )
     return apply_delta(held, delta)
+
+
+async def from_delta(
+    plans: PlanStore,
+    metrics: RouterMetrics,
+    off_loop: OffLoop,
+    pool: str,
+    held: RoutingTable | None,
+    version: str,
+) -> RoutingTable | None:
+    """The table ``version`` from a stored delta against ``held``, applied by ``off_loop`` (the
+    watcher's worker thread); None: no such delta, or it did not apply (logged, counted)."""
+    if held is None or held.version == version:
+        return None
+    data = await plans.get_delta_bytes(pool, held.version, version)
+    if data is None:
+        return None
+    try:
+        table: RoutingTable = await off_loop(apply_owned, [data], held, pool, version)
+    except TableError as exc:
+        metrics.table_fetched(pool, "delta_rejected", len(data))
+        log.warning("table delta rejected; fetching the whole table", pool=pool,
+                    base=held.version, version=version, reason=str(exc))  # fmt: skip
+        return None
+    metrics.table_fetched(pool, "delta", len(data))
+    return table

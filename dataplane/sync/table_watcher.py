@@ -53,7 +53,7 @@ from dataplane.core.protobuf_fields import Buffer
 from dataplane.core.router import Router
 from dataplane.core.table import RoutingTable, TableError
 from dataplane.core.table_codec import decode_table
-from dataplane.sync.table_deltas import apply_owned
+from dataplane.sync.table_deltas import from_delta
 from dataplane.telemetry.router_metrics import RouterMetrics
 from servekit.gil import fast_switched
 from servekit.waiting import wait_event
@@ -226,7 +226,9 @@ class TableWatcher:
             self._ack(pointer, accepted=True, reason="")
             return
         started = time.perf_counter()
-        table = await self._from_delta(pool, state.table, pointer.version)
+        table = await from_delta(
+            self._plans, self._metrics, self._off_loop, pool, state.table, pointer.version
+        )
         if table is not None:
             await self._install(pool, table, pointer, started, "delta")
             return
@@ -256,26 +258,6 @@ class TableWatcher:
             self._ack(pointer, accepted=False, reason=str(exc))
             return
         await self._install(pool, table, pointer, started, "full")
-
-    async def _from_delta(
-        self, pool: str, held: RoutingTable | None, version: str
-    ) -> RoutingTable | None:
-        """The table ``version`` from a stored delta against ``held`` (module
-        :mod:`dataplane.sync.table_deltas`); None: no such delta, or it did not apply."""
-        if held is None or held.version == version:
-            return None
-        data = await self._plans.get_delta_bytes(pool, held.version, version)
-        if data is None:
-            return None
-        try:
-            table = await self._off_loop(apply_owned, [data], held, pool, version)
-        except TableError as exc:
-            self._metrics.table_fetched(pool, "delta_rejected", len(data))
-            log.warning("table delta rejected; fetching the whole table", pool=pool,
-                        base=held.version, version=version, reason=str(exc))  # fmt: skip
-            return None
-        self._metrics.table_fetched(pool, "delta", len(data))
-        return table
 
     async def _install(
         self,
