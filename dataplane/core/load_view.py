@@ -269,7 +269,10 @@ class LoadView:
         # Ordering snapshots is the caller's job (the router orders by leader term and seq):
         # a wall-clock check here would let one future-dated snapshot freeze the view.
         self.snapshot_observed_at = observed_at
-        self._base = np.asarray(loads, dtype=np.float64).tolist()
+        if isinstance(loads, np.ndarray):
+            self._base = loads.astype(np.float64, copy=False).tolist()
+        else:  # the simulator's short lists: no numpy round trip
+            self._base = [float(x) for x in loads]
         pending = self._pending
         while pending and pending[0][0] <= observed_at:
             pending.popleft()  # the snapshot already counts these decisions
