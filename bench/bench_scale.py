@@ -16,6 +16,7 @@ it holds vs the whole table, and the CPU to build and apply the delta.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import statistics
 import sys
 import time
@@ -37,6 +38,7 @@ from dataplane.core.table import RoutingTable
 from dataplane.core.table_codec import decode_table, encode_table
 from dataplane.core.table_delta import apply_delta, diff_tables
 from dataplane.core.table_delta_codec import decode_delta, encode_delta
+from servekit.gil import fast_switched
 
 LOAD_NODES = 1000
 
@@ -129,6 +131,36 @@ def decision_part(rounds: int) -> dict[str, float]:
     return out
 
 
+def loop_stall_ms(fn: Any, *args: Any) -> float:
+    """The longest event-loop stall while ``fn(*args)`` runs in a worker thread, as the table
+    watcher runs it (``fast_switched``): what the serving thread waits for the GIL."""
+
+    async def measure() -> float:
+        worst, done = 0.0, False
+
+        async def ticker() -> None:
+            nonlocal worst
+            while not done:
+                started = time.perf_counter()
+                await asyncio.sleep(0.0005)
+                worst = max(worst, time.perf_counter() - started - 0.0005)
+
+        task = asyncio.create_task(ticker())
+        await asyncio.sleep(0.05)
+        worst = 0.0
+        await asyncio.to_thread(fast_switched, fn, *args)
+        done = True
+        await task
+        return worst * 1000
+
+    return asyncio.run(measure())
+
+
+def apply_bytes(base: RoutingTable, data: bytes) -> RoutingTable:
+    """What the router's worker thread does with fetched delta bytes."""
+    return apply_delta(base, decode_delta(data))
+
+
 def rollout_part(rounds: int) -> dict[str, float]:
     """Bytes per router for a 5% change of a 1M-key, 1,000-destination plan; the CPU around it."""
     rng = np.random.default_rng(7)
@@ -136,7 +168,13 @@ def rollout_part(rounds: int) -> dict[str, float]:
     base = scale_fixtures.table_for(hashes, LOAD_NODES, seed=1)
     target = scale_fixtures.changed(base, 0.05, seed=2)
     full = encode_table(target)
-    times: dict[str, list[float]] = {"diff": [], "apply": [], "decode": []}
+    times: dict[str, list[float]] = {
+        "diff": [],
+        "apply": [],
+        "decode": [],
+        "apply_stall": [],
+        "decode_stall": [],
+    }
     data = b""
     for _ in range(max(1, rounds // 2)):
         started = time.perf_counter()
@@ -149,6 +187,8 @@ def rollout_part(rounds: int) -> dict[str, float]:
         started = time.perf_counter()
         decode_table(full)
         times["decode"].append(time.perf_counter() - started)
+        times["apply_stall"].append(loop_stall_ms(apply_bytes, base, data) / 1000)
+        times["decode_stall"].append(loop_stall_ms(decode_table, full) / 1000)
     out = {
         "table_bytes_full": float(len(full)),
         "table_bytes_delta": float(len(data)),
@@ -159,6 +199,9 @@ def rollout_part(rounds: int) -> dict[str, float]:
           f"{len(data) / 1e6:.2f} MB ({out['delta_share']:.1%} of it); control plane diff "
           f"{out['diff_ms']:.0f} ms, router apply {out['apply_ms']:.0f} ms (decode of the whole "
           f"table {out['decode_ms']:.0f} ms), medians of {len(times['diff'])}")  # fmt: skip
+    print(f"longest serving-loop stall while the router applies the delta "
+          f"{out['apply_stall_ms']:.1f} ms, while it decodes the whole table "
+          f"{out['decode_stall_ms']:.1f} ms")  # fmt: skip
     return out
 
 

@@ -120,38 +120,38 @@ def apply_delta(base: RoutingTable, delta: TableDelta) -> RoutingTable:
     drop[gone] = True
     replaced = _rows_of(base.key_hashes, changed)
     drop[replaced[replaced >= 0]] = True
-    kept = np.flatnonzero(~drop).astype(np.int64)
-    kept_hashes = base.key_hashes[kept]
-    # Merge two sorted runs: each row's place is its own index plus the other run's keys below it.
-    at_kept = np.arange(kept.shape[0]) + np.searchsorted(changed, kept_hashes)
-    at_changed = np.arange(changed.shape[0]) + np.searchsorted(kept_hashes, changed)
-    total = kept.shape[0] + changed.shape[0]
-    hashes = np.empty(total, dtype=np.uint64)
-    hashes[at_kept], hashes[at_changed] = kept_hashes, changed
-    kept_len = _lengths(base, kept)
+    keep = ~drop
+    kept_hashes = base.key_hashes[keep]
     changed_offsets = head.set_offsets.astype(np.int64)
     if changed_offsets.shape[0] != changed.shape[0] + 1 or int(changed_offsets[-1]) != int(
         head.set_members.shape[0]
     ):
         raise TableError("delta set_offsets do not fit its rows")
-    changed_len = np.diff(changed_offsets)
-    sizes = np.empty(total, dtype=np.int64)
-    sizes[at_kept], sizes[at_changed] = kept_len, changed_len
+    # Merge two sorted runs with masks, not per-element scatters (they hold the GIL, and this runs
+    # beside the serving thread): a changed row's place is its index plus the kept keys below it.
+    total = kept_hashes.shape[0] + changed.shape[0]
+    is_changed = np.zeros(total, dtype=np.bool_)
+    is_changed[np.arange(changed.shape[0]) + np.searchsorted(kept_hashes, changed)] = True
+    hashes = np.empty(total, dtype=np.uint64)
+    hashes[~is_changed], hashes[is_changed] = kept_hashes, changed
+    base_offsets = base.set_offsets.astype(np.int64)
+    base_len = base_offsets[1:] - base_offsets[:-1]
+    sizes: I64Array = np.empty(total, dtype=np.int64)
+    sizes[~is_changed], sizes[is_changed] = base_len[keep], np.diff(changed_offsets)
     offsets = np.zeros(total + 1, dtype=np.int64)
     np.cumsum(sizes, out=offsets[1:])
-    members = np.empty(int(offsets[-1]), dtype=np.int64)
-    renumber = _renumbering(base, head.node_ids)
-    base_starts = base.set_offsets.astype(np.int64)[kept]
-    old = renumber[base.set_members[segment_positions(base_starts, kept_len)]]
-    if (old < 0).any():
-        raise TableError("delta keeps a row whose destination the target does not hold")
-    members[segment_positions(offsets[at_kept], kept_len)] = old
-    members[segment_positions(offsets[at_changed], changed_len)] = head.set_members
-    if members.shape[0] and int(members.max()) >= 65536:
-        raise TableError("delta names a destination beyond the table's")
+    old = base.set_members[np.repeat(keep, base_len)]
+    if base.node_ids != head.node_ids:  # renumber the kept rows into the target's node ids
+        renumber = _renumbering(base, head.node_ids)
+        if (renumber[np.unique(old)] < 0).any():
+            raise TableError("delta keeps a row whose destination the target does not hold")
+        old = renumber.astype(np.uint16)[old]
+    members = np.empty(int(offsets[-1]), dtype=np.uint16)
+    new_member = np.repeat(is_changed, sizes)
+    members[~new_member], members[new_member] = old, head.set_members
     table = make_table(
         pool=head.pool, node_ids=head.node_ids, key_hashes=hashes,
-        set_offsets=offsets.astype(np.uint32), set_members=members.astype(np.uint16),
+        set_offsets=offsets.astype(np.uint32), set_members=members,
         params=head.params, created_at_unix_ms=head.created_at_unix_ms, stats=head.stats,
         top_keys=head.top_keys, expected_content_hash=head.content_hash,
     )  # fmt: skip
