@@ -41,6 +41,7 @@ import structlog
 from agents import dialects
 from agents.agent import Agent, AgentConfig
 from agents.agent_metrics import AgentMetrics
+from dataplane.core.addresses import InvalidEndpointError, check_endpoint
 from dataplane.core.names import InvalidNameError, validate_node_id, validate_pool
 from servekit import client_token
 from servekit.addresses import parse_host_port
@@ -124,9 +125,16 @@ DRAIN_TIMEOUT = Option(
 ENGINE = list_option(
     "engine",
     "one more engine in this process (repeatable)",
-    metavar="ID=URL[,address=H:P][,weight=W][,dialect=D]",
+    metavar="ID=URL[,address=H:P][,weight=W][,dialect=D][,kv_events=EP][,kv_replay=EP]",
 )
 POOL = Option("pool", "default", str, "pool of every engine")
+KV_EVENTS: Option[str | None] = Option(
+    "kv_events", None, optional_text,
+    "--engine-url's KV-event endpoint (vLLM --kv-events-config endpoint), e.g. tcp://h:5557",
+)  # fmt: skip
+KV_REPLAY: Option[str | None] = Option(
+    "kv_replay", None, optional_text, "--engine-url's KV-event replay endpoint, e.g. tcp://h:5558"
+)
 CONTROLPLANE = Option(
     "controlplane",
     DEFAULT_CONTROLPLANE,
@@ -151,7 +159,8 @@ TLS_CA: Option[Path | None] = Option(
 TLS_CERT: Option[Path | None] = Option("tls_cert", None, optional_path, "client certificate (mTLS)")
 TLS_KEY: Option[Path | None] = Option("tls_key", None, optional_path, "client private key (mTLS)")
 OPTIONS = OptionSet(
-    ENGINE_URL, NODE_ID, ADDRESS, POD_IP, POD_NAME, DRAIN_TIMEOUT, ENGINE, POOL, CONTROLPLANE,
+    ENGINE_URL, NODE_ID, ADDRESS, POD_IP, POD_NAME, DRAIN_TIMEOUT, ENGINE, POOL, KV_EVENTS,
+    KV_REPLAY, CONTROLPLANE,
     TOKEN_FILE, INTERVAL, SCRAPE_TIMEOUT, DIALECT, WEIGHT, METRICS_LISTEN, TLS_CA, TLS_CERT,
     TLS_KEY, LOG_OPTIONS,
 )  # fmt: skip
@@ -204,7 +213,7 @@ def parse_engine_spec(spec: str, base: AgentConfig, pod_ip: str | None = None) -
     fields: dict[str, Any] = {"address": address}
     for item in filter(None, rest.split(",")):
         key, sep, value = item.partition("=")
-        if not sep or key not in ("address", "weight", "dialect"):
+        if not sep or key not in ("address", "weight", "dialect", "kv_events", "kv_replay"):
             raise ConfigError(f"--engine {spec!r}: unknown option {item!r}")
         fields[key] = value
     if "weight" in fields:
@@ -221,7 +230,18 @@ def parse_engine_spec(spec: str, base: AgentConfig, pod_ip: str | None = None) -
         interval_s=base.interval_s,
         scrape_timeout_s=base.scrape_timeout_s,
         drain_timeout_s=base.drain_timeout_s,
+        kv_events=_endpoint(fields.get("kv_events"), f"--engine {spec!r}"),
+        kv_replay=_endpoint(fields.get("kv_replay"), f"--engine {spec!r}"),
     )
+
+
+def _endpoint(value: str | None, source: str) -> str | None:
+    """A ZMQ endpoint the agent dials (``tcp://host:port`` or ``ipc://path``), or None."""
+    if value is None:
+        return None
+    if not value.startswith(("tcp://", "ipc://")) or len(value) < 7:
+        raise ConfigError(f"{source}: KV-event endpoint {value!r} must be tcp://HOST:PORT")
+    return value
 
 
 def agent_configs(args: argparse.Namespace) -> list[AgentConfig]:
@@ -250,14 +270,31 @@ def agent_configs(args: argparse.Namespace) -> list[AgentConfig]:
         metrics_url, url_address = engine_endpoints(engine_url, pod_ip)
         address = address or url_address
         node_id = node_id or POD_NAME.value(args) or address
+        kv = _endpoint(KV_EVENTS.value(args), "--kv-events")
+        replay = _endpoint(KV_REPLAY.value(args), "--kv-replay")
         configs.append(
-            replace(base, node_id=_node_id(node_id), address=address, metrics_url=metrics_url)
+            replace(
+                base,
+                node_id=_node_id(node_id),
+                address=address,
+                metrics_url=metrics_url,
+                kv_events=kv,
+                kv_replay=replay,
+            )
         )
-    elif node_id or address:
-        raise ConfigError("--node-id and --address describe --engine-url, which is missing")
+    elif node_id or address or KV_EVENTS.value(args):
+        raise ConfigError(
+            "--node-id, --address and --kv-events describe --engine-url, which is missing"
+        )
     configs.extend(parse_engine_spec(spec, base, pod_ip) for spec in ENGINE.value(args))
     if not configs:
         raise ConfigError("no engine: give --engine-url or at least one --engine")
+    for config in configs:  # the control plane refuses anything but HOST:PORT: say so at start
+        try:
+            check_endpoint(config.address)
+        except InvalidEndpointError as exc:
+            message = f"address {config.address!r} of node {config.node_id}: {exc}"
+            raise ConfigError(message) from None
     ids = [c.node_id for c in configs]
     if len(set(ids)) != len(ids):
         raise ConfigError(f"node ids must be distinct, got {ids}")

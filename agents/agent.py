@@ -9,6 +9,9 @@ With ``drain_timeout_s`` (a pod being deleted), stopping first *drains*: reports
 plane has confirmed the drain and a later scrape finds the engine idle (nothing running or
 waiting) or gone, or the timeout passes; only then does it leave. A node that is merely down
 would still count toward the routers' panic threshold; a drained one does not.
+
+With ``kv_events`` the agent also subscribes to the engine's KV-cache events
+(:mod:`agents.kv_subscriber`) and adds what they say to every report (``residency``).
 """
 
 from __future__ import annotations
@@ -26,7 +29,9 @@ import structlog
 
 from agents import dialects
 from agents.agent_metrics import AgentMetrics
+from agents.kv_subscriber import KvEventSubscriber, SubscriberConfig, run_forever
 from agents.reporter import Backoff, Reporter
+from agents.residency_report import ResidencyReporter
 from agents.scraper import Scraper, ScrapeState
 from cacheroute.v1 import agent_pb2
 from servekit.waiting import wait_event
@@ -52,6 +57,8 @@ class AgentConfig:
     interval_s: float = 0.25
     scrape_timeout_s: float = 1.0
     drain_timeout_s: float = 0.0  # on stop: drain this long at most before leaving (0: don't)
+    kv_events: str | None = None  # the engine's KV-event PUB endpoint (None: no subscriber)
+    kv_replay: str | None = None  # its replay ROUTER endpoint
 
 
 class Agent:
@@ -82,6 +89,10 @@ class Agent:
             backoff=backoff,
             token=token,
         )
+        self.residency: ResidencyReporter | None = None
+        if config.kv_events:
+            subscriber = KvEventSubscriber(SubscriberConfig(config.kv_events, config.kv_replay))
+            self.residency = ResidencyReporter(subscriber, self._node_metrics)
         self._stop = asyncio.Event()
         self.draining = False  # stopping: reports say draining until the engine is idle
         self._log = log.bind(node_id=config.node_id, engine=config.metrics_url)
@@ -99,6 +110,9 @@ class Agent:
         self.reporter.start()
         self._log.info("agent_started", controlplane=",".join(self.reporter.targets))
         loop = asyncio.get_running_loop()
+        events = None
+        if self.residency is not None:
+            events = loop.create_task(run_forever(self.residency.subscriber), name="kv-events")
         try:
             while not self._stop.is_set():
                 tick = loop.time()
@@ -112,6 +126,10 @@ class Agent:
             if self.config.drain_timeout_s > 0 and self.reporter.ever_sent:
                 await self._drain()
         finally:
+            if events is not None:
+                events.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await events
             await self.reporter.close(self.build_report(self.scraper.state))
             self._log.info("agent_stopped", leaving_sent=self.reporter.leaving_sent)
 
@@ -191,6 +209,10 @@ class Agent:
                 )
         if state.rates.prefix_hit_rate is not None:
             report.prefix_hit_rate = state.rates.prefix_hit_rate
+        residency = self.residency
+        section = residency.section(self.reporter.watch) if residency is not None else None
+        if section is not None:
+            report.residency.CopyFrom(section)
         self._node_metrics.interval.set(interval_ms / 1000)
         self._node_metrics.staleness.set(_age_s(state.scraped_at_unix_ms))
         return report

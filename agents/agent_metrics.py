@@ -12,6 +12,11 @@
 - ``cacheroute_agent_staleness_seconds{node_id}``: age of the newest good scrape when the last
   report was built (+Inf before the first good scrape).
 - ``cacheroute_agent_report_interval_seconds{node_id}``: the interval in force.
+- With a KV-event subscriber (:mod:`agents.kv_subscriber`), as of the last report:
+  ``cacheroute_agent_kv_resident_blocks{node_id}``, ``cacheroute_agent_kv_event_batches{node_id}``
+  (applied), ``cacheroute_agent_kv_event_gaps_unrecovered{node_id}`` and
+  ``cacheroute_agent_kv_event_frames_dropped{node_id}`` (garbage or oversize); counters since
+  the agent started, exported as gauges because they are copied, not counted, here.
 """
 
 from __future__ import annotations
@@ -81,6 +86,16 @@ class AgentMetrics:
             registry=r,
         )
 
+        self.kv = {
+            name: Gauge(f"cacheroute_agent_kv_{name}", text, node, registry=r)
+            for name, text in (
+                ("resident_blocks", "Blocks the engine's KV events say are resident."),
+                ("event_batches", "KV event batches applied since the agent started."),
+                ("event_gaps_unrecovered", "KV event gaps the replay socket could not fill."),
+                ("event_frames_dropped", "KV event frames dropped as garbage or oversize."),
+            )
+        }
+
     def for_node(self, node_id: str) -> NodeMetrics:
         for result in SCRAPE_RESULTS:
             self.scrapes.labels(node_id, result)
@@ -110,6 +125,16 @@ class NodeMetrics:
     healthy: Gauge
     staleness: Gauge
     interval: Gauge
+
+    def kv_events(self, resident: int, batches: int, unrecovered: int, dropped: int) -> None:
+        kv = self.families.kv
+        for name, value in (
+            ("resident_blocks", resident),
+            ("event_batches", batches),
+            ("event_gaps_unrecovered", unrecovered),
+            ("event_frames_dropped", dropped),
+        ):
+            kv[name].labels(self.node_id).set(value)
 
     def scraped(self, result: str, seconds: float) -> None:
         self.families.scrapes.labels(self.node_id, result).inc()

@@ -6,7 +6,8 @@
 - Every report carries the node's identity, so the first report written on any stream joins
   (or re-joins) the node. ``seq`` counts reports over the agent's life, starting at 1: it goes on
   across reconnects, so the control plane can tell a resumed agent and count lost reports.
-- A directive's ``report_interval_ms`` is adopted (clamped to 50 ms .. 60 s).
+- A directive's ``report_interval_ms`` is adopted (clamped to 50 ms .. 60 s); its planned-key
+  ``watch`` (at most 1,024 keys) replaces the last one when ``watch_version`` is set.
 - When the stream fails or the server ends it, a new channel and stream are opened after an
   exponential backoff with jitter (0.2 s doubling to 5 s, each delay × U(0.5, 1)); the backoff
   resets once a stream has stayed up for a second or a directive arrives.
@@ -37,6 +38,8 @@ from agents.agent_metrics import NodeMetrics
 from cacheroute.v1 import agent_pb2, agent_pb2_grpc
 from servekit.waiting import wait_event
 
+MAX_WATCH = 1024  # planned keys a directive may ask about (the control plane's bound)
+MAX_WATCH_VERSION = 64
 MIN_INTERVAL_MS = 50
 MAX_INTERVAL_MS = 60_000
 
@@ -108,6 +111,9 @@ class Reporter:
         self.seq = 0  # seq of the last report written
         self.interval_ms: int | None = None  # adopted from the control plane
         self.draining = False
+        # (plan version, (key hash, anchor block) pairs): planned keys whose prefix residency
+        # the KV-event subscriber answers for (agents/residency_report.py)
+        self.watch: tuple[str, tuple[tuple[int, int], ...]] | None = None
         self.connected = False
         self.ever_sent = False
         self.leaving_sent = False
@@ -290,6 +296,9 @@ class Reporter:
         self.draining = directive.draining
         if directive.message:
             self._log.info("controlplane_message", message=directive.message)
+        if directive.watch_version:
+            pairs = tuple((w.key_hash, w.anchor_block) for w in directive.watch[:MAX_WATCH])
+            self.watch = (directive.watch_version[:MAX_WATCH_VERSION], pairs)
 
     def _set_connected(self, connected: bool) -> None:
         self.connected = connected

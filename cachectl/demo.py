@@ -32,6 +32,7 @@ from types import FrameType
 from typing import Any
 
 from cachectl.errors import CliError
+from cachectl.loadgen.affinity import Affinity, affinity_of, affinity_text
 from cachectl.loadgen.openai_client import OpenAILoadClient
 from cachectl.loadgen.progress import ProgressLine
 from cachectl.loadgen.results import Summary, summarize
@@ -82,6 +83,11 @@ def register(sub: Any) -> None:
     add("--profile", default=LLAMA_70B.name, choices=sorted(PROFILES), help="engine profile")
     add("--speedup", type=float, default=1.0, help="simulated seconds per wall second (1)")
     add("--json", action="store_true", help="print one JSON object (progress stays on stderr)")
+    add(
+        "--kv-events",
+        action="store_true",
+        help="engines publish KV-cache events, agents subscribe (cachectl status: residency)",
+    )
     add("--keep-logs", type=Path, metavar="DIR", help="write the components' logs here and keep")
     add("--no-progress", action="store_true", help="no live progress line")
     parser.set_defaults(handler=_demo)
@@ -154,7 +160,7 @@ async def _phase(
     cluster: LocalCluster,
     requests: list[SimRequest],
     label: str,
-) -> Summary:
+) -> tuple[Summary, Affinity]:
     progress = None
     if not args.no_progress and ProgressLine.enabled():
         progress = ProgressLine(label, args.warmup + args.duration / 2, args.warmup)
@@ -170,7 +176,7 @@ async def _phase(
     summary = summarize(outcomes, cluster.spec.node_ids())
     if summary.completed == 0:
         raise ClusterError(f"{label}: no request completed; logs in {cluster.log_dir}")
-    return summary
+    return summary, affinity_of(outcomes, requests, cluster.spec.node_ids())
 
 
 async def _run(
@@ -187,10 +193,11 @@ async def _run(
     _say(args)
     _say(args, "phase 1/2: Flat-LB. No plan is active: routers use power-of-two choices.")
     t = time.monotonic()
-    flat = await _phase(args, cluster, requests, "flat-lb")
+    flat, flat_affinity = await _phase(args, cluster, requests, "flat-lb")
     timings["phase1_s"] = time.monotonic() - t
     _say(args, f"  hit {flat.hit_rate:.1%}, TTFT p50 {flat.ttft_p50_s:.3f} s, "
                f"p99 {flat.ttft_p99_s:.3f} s; decisions {_counts(flat.reasons)}")  # fmt: skip
+    _say(args, affinity_text(flat_affinity))
     _say(args)
     _say(args, "building a plan from the rates the routers reported, rolling it out ...")
     t = time.monotonic()
@@ -211,15 +218,17 @@ async def _run(
     _say(args)
     _say(args, "phase 2/2: CacheRoute. The same requests at the same offered load.")
     t = time.monotonic()
-    planned = await _phase(args, cluster, requests, "cacheroute")
+    planned, planned_affinity = await _phase(args, cluster, requests, "cacheroute")
     timings["phase2_s"] = time.monotonic() - t
     _say(args, f"  hit {planned.hit_rate:.1%}, TTFT p50 {planned.ttft_p50_s:.3f} s, "
                f"p99 {planned.ttft_p99_s:.3f} s; decisions {_counts(planned.reasons)}")  # fmt: skip
+    _say(args, affinity_text(planned_affinity))
     return {
         "flat": flat,
         "cacheroute": planned,
         "plan": plan,
         "timings": timings,
+        "affinity": {"flat": flat_affinity.to_dict(), "cacheroute": planned_affinity.to_dict()},
     }
 
 
@@ -227,8 +236,9 @@ def _demo(args: argparse.Namespace) -> int:
     requests = _check(args)
     log_dir = args.keep_logs or Path(tempfile.mkdtemp(prefix="cacheroute-demo-"))
     spec = ClusterSpec(
-        engines=args.engines, routers=args.routers, profile=args.profile, speedup=args.speedup
-    )
+        engines=args.engines, routers=args.routers, profile=args.profile, speedup=args.speedup,
+        kv_events=args.kv_events,
+    )  # fmt: skip
     _say(args, f"CacheRoute local demo: {args.engines} simulated engines ({args.profile}, "
                f"speed-up {args.speedup:g}), {args.routers} routers, control plane, agents, "
                "embedded Redis")  # fmt: skip
@@ -295,5 +305,6 @@ def _document(args: argparse.Namespace, result: dict[str, Any], log_dir: Path) -
             "ttft_p99": planned.ttft_p99_s < flat.ttft_p99_s,
         },
         "timings": result["timings"],
+        "affinity": result["affinity"],
         "logs": str(log_dir) if args.keep_logs else None,
     }

@@ -1,6 +1,7 @@
 """``cachectl sim run | capacity | ablation``: the cluster simulator and the paper's experiments.
 
-* ``run``: one policy at one QPS; a summary line, or one JSON object with ``--json``.
+* ``run``: one policy at one QPS; a summary line, or one JSON object with ``--json``; with
+  ``--affinity`` also the delivered-affinity numbers (:mod:`sim.affinity`).
 * ``capacity``: policies x QPS ladder x seeds over worker processes; a paper-like table (KV hit,
   capacity at each SLO with its 95% Student-t interval, p99 TTFT at the reference QPS,
   imbalance), ``--out OUT`` (or ``--json`` to stdout) with a ``results`` list, ``--plot
@@ -22,11 +23,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cachectl import sim_gate_cmd
+from cachectl import provenance, sim_gate_cmd
 from cachectl.errors import CliError
 from cachectl.output import print_json, print_table
 from dataplane.core.policies.registry import POLICIES
 from sim import presets
+from sim.affinity import affinity_line, run_with_affinity
 from sim.calibration import single_destination_knee
 from sim.cluster import DEFAULT_SNAPSHOT_S, DEFAULT_TIMEOUT_S, FRONTS
 from sim.engine_model import PROFILES, EngineProfile, UnknownProfileError, get_profile
@@ -42,6 +44,7 @@ from sim.report import (
 from sim.study import (
     STEADY_DURATION_S,
     STEADY_WARMUP_S,
+    RunRecord,
     RunSettings,
     default_jobs,
     prewarm_for,
@@ -222,7 +225,15 @@ def _run(args: argparse.Namespace) -> int:
     preset = presets.preset_for(args.workload)
     workload = load_workload(args, preset)
     settings = _settings(args, preset, workload, (policy,), None)
-    record = run_single(workload, policy, settings, qps=args.qps, seed=args.seed)
+    affinity = None
+    if args.affinity:
+        started = time.perf_counter()
+        metrics, affinity = run_with_affinity(
+            workload, policy, settings, qps=args.qps, seed=args.seed
+        )
+        record = RunRecord(policy, args.seed, args.qps, metrics, time.perf_counter() - started)
+    else:
+        record = run_single(workload, policy, settings, qps=args.qps, seed=args.seed)
     out = {
         "workload": args.workload,
         "policy": policy,
@@ -235,6 +246,8 @@ def _run(args: argparse.Namespace) -> int:
         "protocol": record.protocol.to_dict() if record.protocol else None,
         **record.metrics.to_dict(),
     }
+    if affinity is not None:
+        out["affinity"] = affinity.to_dict()
     if args.json:
         print_json(out)
     else:
@@ -246,6 +259,8 @@ def _run(args: argparse.Namespace) -> int:
         )
         if record.protocol:
             print(record.protocol.describe())
+        if affinity is not None:
+            print(affinity_line(affinity))
     return 0
 
 
@@ -270,6 +285,7 @@ def _study(args: argparse.Namespace, policies: tuple[str, ...], title: str) -> i
         print("\r" + progress_bar(done, total, time.perf_counter() - started), end="",
               file=sys.stderr)  # fmt: skip
 
+    started_at = provenance.now()
     records = run_study(
         workload, policies, settings, ladder=ladder, seeds=seeds, jobs=args.jobs,
         progress=progress,
@@ -292,7 +308,7 @@ def _study(args: argparse.Namespace, policies: tuple[str, ...], title: str) -> i
     if out or to_stdout:
         document = study_document(
             args.workload, policies, ladder, seeds, slos, ref_qps, settings, records, elapsed
-        )
+        ) | {"provenance": provenance.provenance(started_at)}
         if out:
             Path(out).write_text(json.dumps(document, indent=1) + "\n")
         if to_stdout:
@@ -412,6 +428,11 @@ def register(sub: Any) -> None:
                      help="simulated arrival window (s)")  # fmt: skip
     run.add_argument("--seed", type=int, required=True)
     run.add_argument("--json", action="store_true", help="print one JSON object")
+    run.add_argument(
+        "--affinity", action="store_true",
+        help="also print delivered affinity: follow-up cached fraction, follow-ups on the turn-1 "
+        "node, reusable vs delivered cached tokens, load CoV (sim/affinity.py)",
+    )  # fmt: skip
     run.set_defaults(handler=_run)
 
     capacity = commands.add_parser("capacity", help="SLO capacity over a QPS ladder")

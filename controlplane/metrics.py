@@ -47,6 +47,31 @@ class ControlPlaneMetrics:
             ["pool", "node"],
             registry=r,
         )
+        # KV-event residency (issue 31): set with the snapshot, only for nodes that report it.
+        self.node_resident_blocks = Gauge(
+            "cacheroute_controlplane_node_resident_blocks",
+            "KV blocks resident on a node, by its engine's KV events.",
+            ["pool", "node"],
+            registry=r,
+        )
+        self.node_eviction_pressure = Gauge(
+            "cacheroute_controlplane_node_eviction_pressure",
+            "Fraction of a node's KV capacity evicted per second, by its engine's KV events.",
+            ["pool", "node"],
+            registry=r,
+        )
+        self.node_keys_not_resident = Gauge(
+            "cacheroute_controlplane_node_planned_keys_not_resident",
+            "The active plan's keys on a node whose shared prefix its engine does not hold.",
+            ["pool", "node"],
+            registry=r,
+        )
+        self.keys_demoted = Counter(
+            "cacheroute_controlplane_planned_keys_demoted",
+            "Planned keys demoted to the tail at a build because their prefix collapsed on a node.",
+            ["pool"],
+            registry=r,
+        )
         self.snapshots = Counter(
             "cacheroute_controlplane_load_snapshots_published",
             "Load snapshots published, by pool.",

@@ -46,6 +46,7 @@ from controlplane.errors import PreconditionError
 from controlplane.lifecycle.auto_mode import AutoPilot
 from controlplane.lifecycle.live_guard import GuardSettings, LiveGuard
 from controlplane.lifecycle.live_plan import BuildRequest, PlanDefaults, build_live_plan
+from controlplane.lifecycle.residency_watch import WatchLists
 from controlplane.lifecycle.retention import RETENTION_INTERVAL_S, prune_all
 from controlplane.lifecycle.shadow import ShadowBudget
 from controlplane.lifecycle.verdict_gate import standard_gates
@@ -203,6 +204,7 @@ class ControlPlane:
             rules=ReportRules(parse_networks(cfg.agent_networks)),
             identity_of=lambda _context: caller_name(),
             clock=self.clock,
+            watches=WatchLists(stores),
         )
         add_agent_service(self._agents, self.grpc.registry)
         self.guard = LiveGuard(

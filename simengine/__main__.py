@@ -10,7 +10,8 @@ Each engine serves ``/v1/completions``, ``/v1/chat/completions`` (with and witho
 admin ``POST /reset_prefix_cache``. Simulated seconds = wall seconds × ``--speedup``. In
 ``CACHEROUTE_LISTEN`` several addresses are separated by spaces or ``;``; in a config file
 ``listen`` may be a list. Bodies may carry ``"cacheroute": {"blocks": [...], "prompt_tokens": N}``
-to give a request's exact prefix blocks (docs/components/localcluster.md).
+to give a request's exact prefix blocks (docs/components/localcluster.md). ``--kv-events-port``
+publishes each engine's KV-cache events as vLLM does (ZMQ PUB + replay ROUTER).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from servekit.flags import (
     LOG_LEVEL,
     add_version_flag,
     non_negative_float,
+    non_negative_int,
     positive_float,
     positive_int,
 )
@@ -57,9 +59,15 @@ STREAM_INTERVAL = Option(
     "stream_interval", 0.0, non_negative_float,
     "wall seconds between streamed chunks of a request (0: one per decode step)",
 )  # fmt: skip
+KV_EVENTS_PORT: Option[int | None] = Option(
+    "kv_events_port", None, non_negative_int,
+    "publish vLLM KV-cache events: engine i on PORT+2i, its replay socket on PORT+2i+1 "
+    "(0: free ports, logged)", shown_default="off",
+)  # fmt: skip
 OPTIONS = OptionSet(
-    LISTEN, PROFILE, SPEEDUP, KV_BLOCKS, MODEL, STREAM_INTERVAL, LOG_FORMAT, LOG_LEVEL
-)
+    LISTEN, PROFILE, SPEEDUP, KV_BLOCKS, MODEL, STREAM_INTERVAL, KV_EVENTS_PORT, LOG_FORMAT,
+    LOG_LEVEL,
+)  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -81,7 +89,7 @@ def listen_addresses(value: object) -> list[str]:
 
 
 async def serve(listen: Sequence[str], options: EngineOptions) -> int:
-    servers = [EngineServer(address, options) for address in listen]
+    servers = [EngineServer(address, options, index=i) for i, address in enumerate(listen)]
     try:
         for server in servers:
             await server.start()
@@ -93,6 +101,13 @@ async def serve(listen: Sequence[str], options: EngineOptions) -> int:
                 kv_blocks=options.profile.kv_blocks,
                 speedup=options.speedup,
             )
+            if server.kv_events is not None:
+                log.info(
+                    "kv events publishing",
+                    url=server.url,
+                    endpoint=server.kv_events.endpoint,
+                    replay_endpoint=server.kv_events.replay_endpoint,
+                )
     except OSError as exc:
         log.error("could not start an engine", error=str(exc))
         for server in servers:
@@ -118,6 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         model=MODEL.value(args) or profile.name,
         speedup=SPEEDUP.value(args),
         stream_interval_s=STREAM_INTERVAL.value(args),
+        kv_events_port=KV_EVENTS_PORT.value(args),
     )
     configure_logging(
         "simengine", json=LOG_FORMAT.value(args) == "json", level=LOG_LEVEL.value(args)

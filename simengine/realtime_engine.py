@@ -30,6 +30,7 @@ from sim.engine_model import EngineProfile
 from sim.kvcache import PrefixCache
 from sim.node import Job, Node
 from sim.types import SimRequest
+from simengine.kv_events import KvEventPublisher
 from simengine.stats import EngineStats
 
 DEFAULT_MAX_LAG_S = 1.0
@@ -102,6 +103,7 @@ class SimEngine:
         speedup: float = 1.0,
         max_lag_s: float = DEFAULT_MAX_LAG_S,
         clock: Callable[[], float] = time.monotonic,
+        kv_events: KvEventPublisher | None = None,
     ) -> None:
         if not speedup > 0:
             raise ValueError(f"speedup must be > 0, got {speedup}")
@@ -113,6 +115,7 @@ class SimEngine:
         self._clock = clock
         self._t0 = clock()
         self.started_at_unix = time.time()
+        self.kv_events = kv_events  # vLLM's KV-cache events of the cache, published per step
         self.node = self._new_node()
         self.steps = 0  # engine steps completed
         self._rids = itertools.count()
@@ -222,12 +225,15 @@ class SimEngine:
             return False
         self.node = self._new_node()
         self.stats.cache_resets += 1
+        if self.kv_events is not None:
+            self.kv_events.cleared()
         return True
 
     # -- the step loop --------------------------------------------------------------------------
 
     def _new_node(self) -> Node:
-        cache = PrefixCache(self.profile.kv_blocks)
+        blocks, events = self.profile.kv_blocks, self.kv_events
+        cache = PrefixCache(blocks) if events is None else events.new_cache(blocks)
         return Node(0, self.profile, cache=cache, on_finish=self._on_finish)
 
     def _on_finish(self, job: Job, now: float) -> None:
@@ -292,6 +298,8 @@ class SimEngine:
                 finished.first_token.set()
                 finished.done.set()
         self._finished.clear()
+        if self.kv_events is not None:
+            self.kv_events.after_step(self.node.cache, self.profile.block_tokens)
         event = self._step_event
         self._step_event = asyncio.Event()
         event.set()

@@ -40,6 +40,7 @@ PROBE_KEY = "localcluster-readiness-probe"
 CONTROLPLANE_SERVING = "control plane serving"  # field "listen"
 ROUTER_SERVING = "router serving"  # field "address"
 ENGINE_SERVING = "engine serving"  # field "url", one per engine in --listen order
+KV_EVENTS = "kv events publishing"  # fields "endpoint", "replay_endpoint", in the same order
 
 
 class ClusterError(RuntimeError):
@@ -73,6 +74,9 @@ class ClusterSpec:
     # --auto-interval and --guard-*, the routers' trace sampling).
     controlplane_args: tuple[str, ...] = ()
     router_args: tuple[str, ...] = ()
+    # Engines publish vLLM's KV-cache events and the agents subscribe (issue 31): `cachectl
+    # status` then shows each engine's residency. Off by default: it costs CPU per step.
+    kv_events: bool = False
 
     def node_ids(self) -> list[str]:
         return [f"sim-{i}" for i in range(self.engines)]
@@ -112,6 +116,7 @@ class LocalCluster:
         self.router_http_urls: list[str] = []  # each router's OpenAI-compatible front
         self.router_ids: list[str] = []
         self.engine_addresses: dict[str, str] = {}  # node id -> host:port
+        self.kv_endpoints: dict[str, str] = {}  # node id -> its engine spec's kv_events keys
         self._stopped = False
 
     # -- start --------------------------------------------------------------------------------
@@ -156,6 +161,7 @@ class LocalCluster:
         for n, group in enumerate(spec.groups()):
             listen = [a for _ in group for a in ("--listen", f"{HOST}:0")]
             extra = ["--kv-blocks", str(spec.kv_blocks)] if spec.kv_blocks else []
+            extra += ["--kv-events-port", "0"] if spec.kv_events else []
             proc = ManagedProcess(
                 f"engines-{n}",
                 python_module(
@@ -205,6 +211,12 @@ class LocalCluster:
             urls = await self._logged(proc, ENGINE_SERVING, "url", len(group), deadline)
             for i, url in zip(group, urls, strict=True):
                 self.engine_addresses[node_ids[i]] = url.removeprefix("http://")
+            if self.spec.kv_events:
+                count = len(group)
+                pubs = await self._logged(proc, KV_EVENTS, "endpoint", count, deadline)
+                replays = await self._logged(proc, KV_EVENTS, "replay_endpoint", count, deadline)
+                for i, pub, replay in zip(group, pubs, replays, strict=True):
+                    self.kv_endpoints[node_ids[i]] = f",kv_events={pub},kv_replay={replay}"
         self.router_addresses = [
             (await self._logged(proc, ROUTER_SERVING, "address", 1, deadline))[0]
             for proc in self.routers
@@ -233,7 +245,10 @@ class LocalCluster:
         engines = [
             a
             for node in spec.node_ids()
-            for a in ("--engine", f"{node}=http://{self.engine_addresses[node]}")
+            for a in (
+                "--engine",
+                f"{node}=http://{self.engine_addresses[node]}{self.kv_endpoints.get(node, '')}",
+            )
         ]
         self.agents = ManagedProcess(
             "agents",

@@ -68,6 +68,29 @@ def feed_ttft(windows: TtftWindows, pool: str, reports: Mapping[str, ReportRecor
     windows.forget(pool, keep=list(reports))
 
 
+def record_residency(
+    m: ControlPlaneMetrics,
+    pool: str,
+    statuses: list[admin_pb2.NodeStatus],
+    labelled: dict[str, set[str]],
+) -> None:
+    """Residency gauges of the nodes that report KV events; others' children are removed."""
+    nodes = set()
+    for status in statuses:
+        load = status.load
+        if not load.HasField("resident_blocks"):
+            continue
+        node = status.record.node_id
+        nodes.add(node)
+        m.node_resident_blocks.labels(pool, node).set(load.resident_blocks)
+        m.node_eviction_pressure.labels(pool, node).set(load.eviction_pressure)
+        m.node_keys_not_resident.labels(pool, node).set(status.planned_keys_not_resident)
+    for gone in labelled.get(pool, set()) - nodes:
+        for gauge in (m.node_resident_blocks, m.node_eviction_pressure, m.node_keys_not_resident):
+            gauge.remove(pool, gone)
+    labelled[pool] = nodes
+
+
 class LoadPublisher:
     def __init__(
         self,
@@ -89,6 +112,7 @@ class LoadPublisher:
         self._leader_term: dict[str, int] = {}
         self._grace_nodes: dict[str, frozenset[str]] = {}  # healthy in the previous snapshot
         self._labelled: dict[str, set[str]] = {}  # pool -> nodes with per-node gauges
+        self._kv_labelled: dict[str, set[str]] = {}  # pool -> nodes with residency gauges
 
     async def publish_all(self, term: int, now_ms: int) -> list[cluster_pb2.LoadSnapshot]:
         if term != self._term:
@@ -160,4 +184,5 @@ class LoadPublisher:
         for gone in self._labelled.get(pool, set()) - nodes:
             m.node_load.remove(pool, gone)
             m.node_report_age.remove(pool, gone)
+        record_residency(m, pool, statuses, self._kv_labelled)
         self._labelled[pool] = nodes

@@ -31,13 +31,15 @@ from dataclasses import dataclass
 from cacheroute.v1 import admin_pb2, cluster_pb2
 from cacheroute_state import Stores
 from cacheroute_state.interfaces import ReportRecord
+from controlplane.core.residency import fill_load
 from controlplane.errors import (
     InvalidArgumentError,
     NodeIdTakenError,
     NodeNotFoundError,
     PreconditionError,
 )
-from dataplane.core.names import validate_node_id, validate_pool
+from dataplane.core.addresses import InvalidEndpointError, check_endpoint
+from dataplane.core.names import clip, validate_node_id, validate_pool
 
 
 class InvalidAddressError(ValueError):
@@ -56,23 +58,12 @@ class Liveness:
 
 
 def validate_address(address: str) -> str:
-    """``HOST:PORT`` with a port in 1-65535 (IPv6 hosts in brackets); returns it unchanged."""
-    host, sep, port = address.rpartition(":")
-    problem = ""
-    if not sep or not host:
-        problem = "expected HOST:PORT"
-    elif not port.isdigit() or not 1 <= int(port) <= 65535:
-        problem = f"port {port!r} is not a number in 1-65535"
-    elif any(c.isspace() or c in "/@?#" for c in host):
-        problem = "the host contains a space or one of / @ ? #"
-    elif host.startswith("["):
-        if not host.endswith("]") or len(host) < 3:
-            problem = "an IPv6 host must be [ADDRESS]"
-    elif ":" in host:
-        problem = "put an IPv6 host in brackets: [ADDRESS]:PORT"
-    if problem:
-        raise InvalidAddressError(f"address {address!r}: {problem}")
-    return address
+    """``HOST:PORT``: an IP literal (IPv6 in brackets) or an RFC 1123 name, a port in 1-65535
+    (:mod:`dataplane.core.addresses`); returns it unchanged."""
+    try:
+        return check_endpoint(address)
+    except InvalidEndpointError as exc:
+        raise InvalidAddressError(f"address {clip(address)}: {exc}") from None
 
 
 def validate_weight(weight: float) -> float:
@@ -129,7 +120,12 @@ def node_status(
             load.prefix_hit_rate = r.prefix_hit_rate
         load.healthy = r.healthy and not r.stale and not down
         load.age_ms = age
-    return admin_pb2.NodeStatus(record=record, load=load, down=down, last_report_age_ms=age)
+        fill_load(load, r)
+    status = admin_pb2.NodeStatus(record=record, load=load, down=down, last_report_age_ms=age)
+    if report is not None and report.report.HasField("residency"):
+        status.planned_keys_watched = report.report.residency.watched_keys
+        status.planned_keys_not_resident = len(report.report.residency.absent_keys)
+    return status
 
 
 async def list_statuses(

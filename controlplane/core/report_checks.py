@@ -14,8 +14,12 @@ client could register an engine at any address. Checks (pure, no I/O):
   configured (``--agent-networks``);
 * the node bound to the agent identity that registered it (:func:`check_identity`);
 * a TTFT histogram, when present: at most :data:`MAX_BUCKETS` finite, strictly ascending bounds,
-  one count per bound, counts finite, >= 0 and non-decreasing, the total at least the last
-  count, the sum finite and >= 0 (the live guard's quantiles assume all of it).
+  one count per bound, counts finite, >= 0, at most :data:`MAX_TTFT_COUNT` and non-decreasing,
+  the total at least the last count, the sum finite and >= 0 (the live guard's quantiles assume
+  all of it; how fast counts may grow is bounded where they are used,
+  :mod:`controlplane.core.ttft_window`);
+* the KV-event residency, when present: rates finite, >= 0 and bounded
+  (:mod:`controlplane.core.residency`).
 
 * every string at most :data:`MAX_REPORT_TEXT` characters and every list bounded
   (:mod:`controlplane.core.message_bounds`); ``error`` is not refused but cut to
@@ -35,6 +39,7 @@ from dataclasses import dataclass
 
 from cacheroute.v1 import agent_pb2
 from controlplane.core.message_bounds import BoundsError, check_bounds
+from controlplane.core.residency import InvalidResidencyError, check_residency
 from dataplane.core.names import clip
 
 MIN_INTERVAL_MS = 50
@@ -42,9 +47,10 @@ MAX_INTERVAL_MS = 60_000
 MAX_WEIGHT = 1e6
 MAX_BUCKETS = 64
 MAX_LOAD = 1e9  # requests or tokens/s per engine; far above any real one, far below overflow
+MAX_TTFT_COUNT = 1e12  # observations since an engine started: 30 years at 1,000 a second
 MAX_REPORT_TEXT = 1024
 MAX_ERROR_TEXT = 512
-REASONS = ("load", "interval", "address", "identity", "weight", "ttft", "size")
+REASONS = ("load", "interval", "address", "identity", "weight", "ttft", "size", "residency")
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -120,7 +126,7 @@ def check_report(report: agent_pb2.NodeReport, rules: ReportRules) -> None:
             report,
             max_text=MAX_REPORT_TEXT,
             max_items=MAX_BUCKETS,
-            exempt=frozenset({"error", "ttft"}),  # error is trimmed; ttft has its own rule
+            exempt=frozenset({"error", "ttft", "residency"}),  # trimmed; own rules
         )
     except BoundsError as exc:
         raise InvalidReportError("size", str(exc)) from None
@@ -141,6 +147,11 @@ def check_report(report: agent_pb2.NodeReport, rules: ReportRules) -> None:
         )
     if report.HasField("ttft"):
         check_histogram(report.ttft)
+    if report.HasField("residency"):
+        try:
+            check_residency(report.residency)
+        except InvalidResidencyError as exc:
+            raise InvalidReportError("residency", str(exc)) from None
     if report.address:
         check_address(report.address, rules)
 
@@ -157,6 +168,8 @@ def check_histogram(h: agent_pb2.LatencyHistogram) -> None:
         problem = "bounds must be finite and strictly ascending"
     elif not all(math.isfinite(c) and c >= 0 for c in [*counts, h.count, h.sum]):
         problem = "counts, count and sum must be finite numbers >= 0"
+    elif h.count > MAX_TTFT_COUNT:
+        problem = f"count must be at most {MAX_TTFT_COUNT:g}, got {h.count:g}"
     elif any(b < a for a, b in itertools.pairwise(counts)) or (counts and h.count < counts[-1]):
         problem = "cumulative counts must not decrease, nor the total be below the last"
     if problem:

@@ -23,6 +23,12 @@ With ``cache_budget`` > 0 (``--cache-budget``) and lpt placement, admission is b
 (:mod:`controlplane.core.byte_admission`, ``byte_rank``) with each key's size from
 :mod:`controlplane.core.live_sizes` (configured sizes win over the routers' reported ones); when no
 key has a size yet the build uses equal slots.
+
+Residency (issue 31): an active-plan key whose shared prefix an agent reports not resident on a
+node where the plan places it (its planned hit collapsed: the engine restarted or evicts it) is
+demoted to the tail for this build, logged and counted
+(``cacheroute_controlplane_planned_keys_demoted_total``); a later build admits it again once it
+is no longer reported absent.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+import numpy as np
 import structlog
 
 from cacheroute.v1 import admin_pb2, table_pb2
@@ -43,6 +50,7 @@ from controlplane.core.churn import churn
 from controlplane.core.live_sizes import plan_sizes
 from controlplane.core.planner import PlanInput, build_plan
 from controlplane.core.replanner import DEFAULT_MAX_CHURN, DEFAULT_TOLERANCE, Replan, replan
+from controlplane.core.residency import collapsed_keys, demote
 from controlplane.errors import InvalidArgumentError, PreconditionError
 from controlplane.lifecycle.plans import metadata_for, store_plan
 from controlplane.metrics import ControlPlaneMetrics
@@ -161,6 +169,32 @@ async def _plan_input(
     return plan_input, rates.tail_rate
 
 
+async def demote_collapsed(
+    stores: Stores, plan_input: PlanInput, active: RoutingTable | None, metrics: ControlPlaneMetrics
+) -> tuple[PlanInput, float]:
+    """Demote to the tail the active plan's keys whose prefix collapsed on a node where they are
+    planned (the agents' KV-event residency, :func:`controlplane.core.residency.collapsed_keys`);
+    logged with the nodes and counted. Returns the input and the demoted keys' total rate."""
+    if active is None:
+        return plan_input, 0.0
+    reports = await stores.cluster.get_reports(plan_input.pool)
+    collapsed = collapsed_keys((r.report for r in reports.values()), active.version)
+    if not collapsed:
+        return plan_input, 0.0
+    hashes, old = plan_input.key_hashes.tolist(), plan_input.rates.tolist()
+    rates, demoted, moved = demote(hashes, old, collapsed)
+    if not demoted:
+        return plan_input, 0.0
+    labels = plan_input.key_labels
+    log.info(
+        "planned keys demoted: their prefix is no longer resident where they are planned",
+        pool=plan_input.pool, from_version=active.version, keys=len(demoted), rate=moved,
+        sample=[(labels.get(k, f"{k:016x}"), collapsed[k]) for k in demoted[:10]],
+    )  # fmt: skip
+    metrics.keys_demoted.labels(plan_input.pool).inc(len(demoted))
+    return replace(plan_input, rates=np.asarray(rates, dtype=np.float64)), moved
+
+
 async def _active_table(stores: Stores, pool: str) -> RoutingTable | None:
     """The pool's active plan, decoded (None when there is none or it cannot be read)."""
     active = await stores.plans.get_active(pool)
@@ -235,6 +269,8 @@ async def build_live_plan(
     try:
         plan_input, extra_tail = await _plan_input(stores, request, defaults, liveness, now_ms)
         active = await _active_table(stores, plan_input.pool)
+        plan_input, demoted_rate = await demote_collapsed(stores, plan_input, active, metrics)
+        extra_tail += demoted_rate
         table, info = await asyncio.to_thread(_plan, active, plan_input, defaults, now_ms)
         table = with_extra_tail(table, extra_tail)
         data = encode_table(table)

@@ -24,6 +24,7 @@ from controlplane.cluster.agent_sessions import AgentSession, join
 from controlplane.cluster.nodes import Liveness
 from controlplane.core.report_checks import NO_RULES, InvalidReportError, ReportRules
 from controlplane.errors import InvalidArgumentError, ShuttingDownError
+from controlplane.lifecycle.residency_watch import WatchLists, WatchSender, fill_directive
 from controlplane.metrics import ControlPlaneMetrics
 from controlplane.services.rpc import status_for
 from servekit.clock import Clock, wall_ms
@@ -43,8 +44,10 @@ class AgentServicer:
         rules: ReportRules = NO_RULES,
         identity_of: Callable[[grpc.aio.ServicerContext[Any, Any]], str] = lambda _: "",
         clock: Clock = wall_ms,
+        watches: WatchLists | None = None,
     ) -> None:
         self._clock = clock
+        self._watches = watches
         self._stores = stores
         self._rules = rules
         self._identity_of = identity_of
@@ -107,6 +110,23 @@ class AgentServicer:
             return session, session.directive(f"joined pool {session.pool} as {session.node_id}")
         return session, await session.heartbeat(report, now)
 
+    async def _with_watch(
+        self,
+        session: AgentSession,
+        sender: WatchSender,
+        directive: agent_pb2.AgentDirective | None,
+    ) -> agent_pb2.AgentDirective | None:
+        """``directive`` with the node's planned-key watch when it changed (only for agents
+        that report KV-event residency; others never see a watch)."""
+        if self._watches is None or not session.last_report.HasField("residency"):
+            return directive
+        version, watch = await self._watches.for_node(session.pool, session.node_id, self._clock())
+        if not sender.changed(version, watch):
+            return directive
+        out = directive if directive is not None else session.directive("")
+        fill_directive(out, version, watch)
+        return out
+
     async def Connect(  # noqa: N802 - the gRPC method name
         self,
         request_iterator: AsyncIterator[bytes],
@@ -114,6 +134,7 @@ class AgentServicer:
     ) -> AsyncIterator[agent_pb2.AgentDirective]:
         stream_id = f"{self._instance_id}/{uuid.uuid4().hex[:12]}"
         session: AgentSession | None = None
+        sender = WatchSender()
         code = "OK"
         identity = self._identity_of(context)
         self._metrics.agent_streams.inc()
@@ -126,6 +147,7 @@ class AgentServicer:
                         break
                     self._metrics.agent_reports.inc()
                     session, directive = await self._handle(session, report, stream_id, identity)
+                    directive = await self._with_watch(session, sender, directive)
                     if directive is not None:
                         yield directive
                     if report.leaving:

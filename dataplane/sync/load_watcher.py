@@ -25,6 +25,7 @@ from google.protobuf.message import DecodeError
 from cacheroute.v1 import cluster_pb2
 from cacheroute_state.interfaces import ClusterStore, StoreUnavailableError
 from dataplane.core.router import Router
+from dataplane.telemetry.affinity import DeliveredAffinity
 from dataplane.telemetry.router_metrics import RouterMetrics
 from servekit.waiting import wait_event
 
@@ -41,8 +42,10 @@ class LoadWatcher:
         metrics: RouterMetrics,
         *,
         interval_s: float = 1.0,
+        affinity: DeliveredAffinity | None = None,
     ) -> None:
         self._router = router
+        self._affinity = affinity
         self._cluster = cluster
         self._metrics = metrics
         self.interval_s = interval_s
@@ -84,6 +87,9 @@ class LoadWatcher:
             log.warning("load snapshot rejected", pool=pool, error=str(exc))
             return
         self._metrics.load_update(pool, "applied" if applied else "stale")
+        if applied and self._affinity is not None:
+            eligible = [n for n in snapshot.nodes if n.healthy and not n.draining]
+            self._affinity.loads(pool, [n.load / (n.weight or 1.0) for n in eligible])
         if applied and (snapshot.leader_term, snapshot.seq) < before:
             log.warning(
                 "load snapshot order went backwards; following the store",

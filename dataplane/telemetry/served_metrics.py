@@ -11,7 +11,9 @@ to it. Both report here, labelled by ``door`` (``http``, ``extproc``), pool and 
   inter-token latency as the client sees it);
 * ``cacheroute_router_request_seconds``: arrival → the answer's end;
 * ``cacheroute_router_cached_tokens``: ``usage.prompt_tokens_details.cached_tokens`` per answer
-  that reports it (the last one in the body: a stream's usage chunk, or the JSON answer's).
+  that reports it (the last one in the body: a stream's usage chunk, or the JSON answer's);
+* delivered affinity (follow-ups on the turn-1 node, their cached fraction, fleet load CoV):
+  :mod:`dataplane.telemetry.affinity`, fed by answers whose door named the serving node.
 
 The model label is capped: the first :data:`MAX_MODELS` distinct names are kept (each cut to 64
 characters), every later one is ``other``, so a client inventing model names cannot grow the
@@ -30,6 +32,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
+from dataplane.telemetry.affinity import DeliveredAffinity
 from dataplane.telemetry.tracing import RequestSpans
 
 MAX_MODELS = 32
@@ -49,6 +52,7 @@ class ServedMetrics:
 
     def __init__(self, registry: CollectorRegistry, spans: RequestSpans | None = None) -> None:
         self.spans = spans
+        self.affinity = DeliveredAffinity(registry)
         labels = ["door", "pool", "model"]
         self.key_sources = Counter(
             "cacheroute_router_key_source",
@@ -126,7 +130,8 @@ class AnswerTimer:
     """Times one answer's body as it passes: feed :meth:`chunk`, then :meth:`finish` once."""
 
     __slots__ = (
-        "_first", "_labels", "_last", "_metrics", "_started", "_tail", "finished", "span",
+        "_first", "_labels", "_last", "_metrics", "_started", "_tail", "_target", "finished",
+        "span",
     )  # fmt: skip
 
     def __init__(self, metrics: ServedMetrics, labels: tuple[str, str, str], started: float):
@@ -136,8 +141,13 @@ class AnswerTimer:
         self._first = 0.0
         self._last = 0.0
         self._tail = b""
+        self._target: tuple[int, str] | None = None
         self.finished = False
         self.span: Any = None
+
+    def serving(self, key_hash: int, node_id: str) -> None:
+        """The node answering the request's key (for the delivered-affinity numbers)."""
+        self._target = (key_hash, node_id)
 
     def chunk(self, data: bytes, now: float | None = None) -> None:
         if not data:
@@ -165,3 +175,6 @@ class AnswerTimer:
         found = _CACHED.findall(self._tail)
         if found:
             self._metrics.cached_tokens.labels(*self._labels).observe(int(found[-1]))
+        if self._target is not None:
+            door, pool = self._labels[0], self._labels[1]
+            self._metrics.affinity.answered(door, pool, *self._target, self._tail)

@@ -42,7 +42,7 @@ def test_help_lists_every_option(capsys: pytest.CaptureFixture[str]) -> None:
         "--engine-url", "--node-id", "--pool", "--address", "--controlplane", "--interval",
         "--dialect", "--weight", "--metrics-listen", "--tls-ca", "--tls-cert", "--tls-key",
         "--log-format", "--log-level", "--engine", "--scrape-timeout", "--config",
-        "CACHEROUTE_ENGINE_URL",
+        "CACHEROUTE_ENGINE_URL", "--kv-events", "--kv-replay", "CACHEROUTE_KV_EVENTS",
     ):  # fmt: skip
         assert option in text
 
@@ -86,6 +86,23 @@ def test_repeated_engine_specs_make_several_agents() -> None:
     ]
 
 
+def test_kv_event_endpoints_come_with_the_engine_or_its_spec() -> None:
+    (one,) = configs(
+        "--engine-url",
+        "http://h:8000",
+        "--kv-events",
+        "tcp://h:5557",
+        "--kv-replay",
+        "tcp://h:5558",
+    )
+    assert (one.kv_events, one.kv_replay) == ("tcp://h:5557", "tcp://h:5558")
+    a, b = configs(
+        "--engine", "a=http://h:1,kv_events=tcp://h:5557,kv_replay=tcp://h:5558",
+        "--engine", "b=http://h:2",
+    )  # fmt: skip
+    assert (a.kv_events, a.kv_replay, b.kv_events) == ("tcp://h:5557", "tcp://h:5558", None)
+
+
 def test_engine_specs_come_from_the_environment_unless_given_on_the_command_line() -> None:
     env = {"CACHEROUTE_ENGINE": "a=http://h:1 b=http://h:2;c=http://h:3"}
     assert [c.node_id for c in configs(environ=env)] == ["a", "b", "c"]
@@ -115,6 +132,9 @@ def test_engine_specs_come_from_a_config_file(tmp_path: Path) -> None:
         (["--engine", "bad id=http://h:1"], "does not match"),
         (["--engine-url", "http://h:1", "--pool", "Bad Pool"], "--pool"),
         (["--engine-url", "http://h:1", "--interval", "0"], "--interval"),
+        (["--engine-url", "http://h:1", "--kv-events", "h:5557"], "tcp://HOST:PORT"),
+        (["--engine", "a=http://h:1,kv_events=udp://h:1"], "KV-event endpoint"),
+        (["--kv-events", "tcp://h:5557"], "describe --engine-url"),
     ],
 )
 def test_bad_options_are_named(argv: list[str], message: str) -> None:

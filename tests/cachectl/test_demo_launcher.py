@@ -204,6 +204,7 @@ def test_a_short_demo_prints_both_phases_the_plan_and_its_acks(tmp_path: Path) -
     assert flat["generations"] == [0] and planned["generations"] == [doc["plan"]["generation"]]
     assert doc["plan"]["acked_by"] == ["router-0", "router-1"]
     assert doc["plan"]["keys_admitted"] > 0
+    assert doc["affinity"]["cacheroute"]["load_cov"] >= 0  # issue 31's numbers, per phase
     assert set(doc["improved"]) == {"hit_rate", "ttft_p99"}
     assert doc["timings"]["total_s"] < 60
     assert doc["logs"] == str(tmp_path / "logs")

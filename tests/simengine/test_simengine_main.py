@@ -9,7 +9,9 @@ import sys
 import time
 import urllib.request
 
+import msgspec
 import pytest
+import zmq
 
 from servekit.options import SettingsError
 from simengine.__main__ import OPTIONS, build_parser, listen_addresses
@@ -24,6 +26,7 @@ def test_help_documents_every_option_and_its_environment_variable() -> None:
         "--kv-blocks",
         "--model",
         "--stream-interval",
+        "--kv-events-port",
     ):
         assert flag in text
     assert "CACHEROUTE_SPEEDUP" in text
@@ -93,6 +96,52 @@ def test_one_process_serves_several_engines_and_exits_cleanly_on_sigterm() -> No
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=10) == 0
     finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        if process.stderr is not None:
+            process.stderr.close()
+
+
+@pytest.mark.slow
+def test_kv_events_port_publishes_each_engines_events_from_the_real_process() -> None:
+    process = subprocess.Popen(
+        [
+            sys.executable, "-m", "simengine", "--listen", "127.0.0.1:0",
+            "--profile", "llama-3.1-8b-bf16-h100", "--kv-blocks", "500", "--kv-events-port", "0",
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    sub = zmq.Context.instance().socket(zmq.SUB)
+    sub.setsockopt(zmq.LINGER, 0)
+    sub.setsockopt(zmq.SUBSCRIBE, b"")
+    try:
+        assert process.stderr is not None
+        found: dict[str, str] = {}
+        deadline = time.monotonic() + 20
+        while "endpoint" not in found and time.monotonic() < deadline:
+            line = process.stderr.readline()
+            if not line:
+                break
+            event = json.loads(line)
+            if event.get("event") == "kv events publishing":
+                found = event
+        assert found["endpoint"].startswith("tcp://127.0.0.1:") and found["replay_endpoint"]
+        sub.connect(found["endpoint"])
+        for i in range(100):  # until the SUB socket has joined and a batch arrives
+            prompt = f"request {i}: hello there " * 20  # new blocks every time: a new batch
+            body = json.dumps({"prompt": prompt, "max_tokens": 2}).encode()
+            with urllib.request.urlopen(f"{found['url']}/v1/completions", body, timeout=10):
+                pass
+            if sub.poll(200):
+                break
+        _, seq, payload = sub.recv_multipart()
+        assert len(seq) == 8 and msgspec.msgpack.decode(payload)[1][0][0] == "BlockStored"
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=10) == 0
+    finally:
+        sub.close(linger=0)
         if process.poll() is None:
             process.kill()
             process.wait()

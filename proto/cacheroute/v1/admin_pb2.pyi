@@ -669,6 +669,8 @@ class NodeStatus(_message.Message):
     DOWN_FIELD_NUMBER: _builtins.int
     LAST_REPORT_AGE_MS_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
+    PLANNED_KEYS_WATCHED_FIELD_NUMBER: _builtins.int
+    PLANNED_KEYS_NOT_RESIDENT_FIELD_NUMBER: _builtins.int
     down: _builtins.bool
     """Down: reports stopped (for three report intervals) or the agent left."""
     last_report_age_ms: _builtins.int
@@ -677,6 +679,11 @@ class NodeStatus(_message.Message):
     why: "leader grace: ..." while a new leader keeps a silent node up (its agent may still be
     reconnecting); `down` and `load.healthy` then follow the leader's published snapshot.
     """
+    planned_keys_watched: _builtins.int
+    """From the node's KV-event residency (0 without it): the active plan's keys its agent watches
+    and those whose shared prefix is not resident on the engine now.
+    """
+    planned_keys_not_resident: _builtins.int
     @_builtins.property
     def record(self) -> _cluster_pb2.NodeRecord: ...
     @_builtins.property
@@ -689,10 +696,12 @@ class NodeStatus(_message.Message):
         down: _builtins.bool = ...,
         last_report_age_ms: _builtins.int = ...,
         reason: _builtins.str = ...,
+        planned_keys_watched: _builtins.int = ...,
+        planned_keys_not_resident: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["load", b"load", "record", b"record"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["down", b"down", "last_report_age_ms", b"last_report_age_ms", "load", b"load", "reason", b"reason", "record", b"record"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["down", b"down", "last_report_age_ms", b"last_report_age_ms", "load", b"load", "planned_keys_not_resident", b"planned_keys_not_resident", "planned_keys_watched", b"planned_keys_watched", "reason", b"reason", "record", b"record"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

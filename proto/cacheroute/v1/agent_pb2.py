@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x63\x61\x63heroute/v1/agent.proto\x12\rcacheroute.v1\"\xed\x04\n\nNodeReport\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x0c\n\x04pool\x18\x02 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x03 \x01(\t\x12.\n\x0b\x65ngine_kind\x18\x04 \x01(\x0e\x32\x19.cacheroute.v1.EngineKind\x12-\n\x07\x64ialect\x18\x05 \x01(\x0e\x32\x1c.cacheroute.v1.MetricDialect\x12\r\n\x05model\x18\x06 \x01(\t\x12\x0b\n\x03seq\x18\x07 \x01(\x04\x12\x17\n\x0fsent_at_unix_ms\x18\x08 \x01(\x03\x12\x1a\n\x12scraped_at_unix_ms\x18\t \x01(\x03\x12\x0f\n\x07healthy\x18\n \x01(\x08\x12\r\n\x05stale\x18\x0b \x01(\x08\x12\r\n\x05\x65rror\x18\x0c \x01(\t\x12\x0f\n\x07running\x18\r \x01(\x01\x12\x0f\n\x07waiting\x18\x0e \x01(\x01\x12\x10\n\x08kv_usage\x18\x0f \x01(\x01\x12\x1c\n\x0fprefix_hit_rate\x18\x10 \x01(\x01H\x00\x88\x01\x01\x12\x1a\n\x12kv_capacity_tokens\x18\x11 \x01(\x04\x12\x12\n\nblock_size\x18\x12 \x01(\r\x12\x1b\n\x13prompt_tokens_per_s\x18\x13 \x01(\x01\x12\x1f\n\x17generation_tokens_per_s\x18\x14 \x01(\x01\x12\x0e\n\x06weight\x18\x15 \x01(\x01\x12\x0f\n\x07leaving\x18\x16 \x01(\x08\x12\x1a\n\x12report_interval_ms\x18\x17 \x01(\r\x12-\n\x04ttft\x18\x18 \x01(\x0b\x32\x1f.cacheroute.v1.LatencyHistogram\x12\x10\n\x08\x64raining\x18\x19 \x01(\x08\x42\x12\n\x10_prefix_hit_rate\"T\n\x10LatencyHistogram\x12\x14\n\x0cupper_bounds\x18\x01 \x03(\x01\x12\x0e\n\x06\x63ounts\x18\x02 \x03(\x01\x12\r\n\x05\x63ount\x18\x03 \x01(\x01\x12\x0b\n\x03sum\x18\x04 \x01(\x01\"O\n\x0e\x41gentDirective\x12\x1a\n\x12report_interval_ms\x18\x01 \x01(\r\x12\x10\n\x08\x64raining\x18\x02 \x01(\x08\x12\x0f\n\x07message\x18\x03 \x01(\t*\x8c\x01\n\nEngineKind\x12\x1b\n\x17\x45NGINE_KIND_UNSPECIFIED\x10\x00\x12\x14\n\x10\x45NGINE_KIND_VLLM\x10\x01\x12\x16\n\x12\x45NGINE_KIND_SGLANG\x10\x02\x12\x19\n\x15\x45NGINE_KIND_SIMULATED\x10\x03\x12\x18\n\x14\x45NGINE_KIND_LLAMACPP\x10\x04*\xe9\x01\n\rMetricDialect\x12\x1e\n\x1aMETRIC_DIALECT_UNSPECIFIED\x10\x00\x12\x1a\n\x16METRIC_DIALECT_VLLM_V1\x10\x01\x12\x1a\n\x16METRIC_DIALECT_VLLM_V0\x10\x02\x12\x1f\n\x1bMETRIC_DIALECT_SGLANG_COLON\x10\x03\x12$\n METRIC_DIALECT_SGLANG_UNDERSCORE\x10\x04\x12\x1c\n\x18METRIC_DIALECT_SIMULATED\x10\x05\x12\x1b\n\x17METRIC_DIALECT_LLAMACPP\x10\x06\x32W\n\x0c\x41gentService\x12G\n\x07\x43onnect\x12\x19.cacheroute.v1.NodeReport\x1a\x1d.cacheroute.v1.AgentDirective(\x01\x30\x01\x42Y\n\x11\x64\x65v.cacheroute.v1P\x01ZBgithub.com/cacheroute/cacheroute/gen/go/cacheroute/v1;cacheroutev1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x63\x61\x63heroute/v1/agent.proto\x12\rcacheroute.v1\"\x9c\x05\n\nNodeReport\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x0c\n\x04pool\x18\x02 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x03 \x01(\t\x12.\n\x0b\x65ngine_kind\x18\x04 \x01(\x0e\x32\x19.cacheroute.v1.EngineKind\x12-\n\x07\x64ialect\x18\x05 \x01(\x0e\x32\x1c.cacheroute.v1.MetricDialect\x12\r\n\x05model\x18\x06 \x01(\t\x12\x0b\n\x03seq\x18\x07 \x01(\x04\x12\x17\n\x0fsent_at_unix_ms\x18\x08 \x01(\x03\x12\x1a\n\x12scraped_at_unix_ms\x18\t \x01(\x03\x12\x0f\n\x07healthy\x18\n \x01(\x08\x12\r\n\x05stale\x18\x0b \x01(\x08\x12\r\n\x05\x65rror\x18\x0c \x01(\t\x12\x0f\n\x07running\x18\r \x01(\x01\x12\x0f\n\x07waiting\x18\x0e \x01(\x01\x12\x10\n\x08kv_usage\x18\x0f \x01(\x01\x12\x1c\n\x0fprefix_hit_rate\x18\x10 \x01(\x01H\x00\x88\x01\x01\x12\x1a\n\x12kv_capacity_tokens\x18\x11 \x01(\x04\x12\x12\n\nblock_size\x18\x12 \x01(\r\x12\x1b\n\x13prompt_tokens_per_s\x18\x13 \x01(\x01\x12\x1f\n\x17generation_tokens_per_s\x18\x14 \x01(\x01\x12\x0e\n\x06weight\x18\x15 \x01(\x01\x12\x0f\n\x07leaving\x18\x16 \x01(\x08\x12\x1a\n\x12report_interval_ms\x18\x17 \x01(\r\x12-\n\x04ttft\x18\x18 \x01(\x0b\x32\x1f.cacheroute.v1.LatencyHistogram\x12\x10\n\x08\x64raining\x18\x19 \x01(\x08\x12-\n\tresidency\x18\x1a \x01(\x0b\x32\x1a.cacheroute.v1.KvResidencyB\x12\n\x10_prefix_hit_rate\"\x93\x02\n\x0bKvResidency\x12\x17\n\x0fresident_blocks\x18\x01 \x01(\x04\x12\x17\n\x0f\x65victions_per_s\x18\x02 \x01(\x01\x12\x14\n\x0cstores_per_s\x18\x03 \x01(\x01\x12\x0f\n\x07\x62\x61tches\x18\x04 \x01(\x04\x12\x0c\n\x04gaps\x18\x05 \x01(\x04\x12\x18\n\x10gaps_unrecovered\x18\x06 \x01(\x04\x12\x16\n\x0e\x64ropped_frames\x18\x07 \x01(\x04\x12\x10\n\x08restarts\x18\x08 \x01(\x04\x12\x17\n\x0foverflow_blocks\x18\t \x01(\x04\x12\x15\n\rwatch_version\x18\n \x01(\t\x12\x14\n\x0cwatched_keys\x18\x0b \x01(\r\x12\x13\n\x0b\x61\x62sent_keys\x18\x0c \x03(\x06\"5\n\x0bPrefixWatch\x12\x10\n\x08key_hash\x18\x01 \x01(\x06\x12\x14\n\x0c\x61nchor_block\x18\x02 \x01(\x06\"T\n\x10LatencyHistogram\x12\x14\n\x0cupper_bounds\x18\x01 \x03(\x01\x12\x0e\n\x06\x63ounts\x18\x02 \x03(\x01\x12\r\n\x05\x63ount\x18\x03 \x01(\x01\x12\x0b\n\x03sum\x18\x04 \x01(\x01\"\x91\x01\n\x0e\x41gentDirective\x12\x1a\n\x12report_interval_ms\x18\x01 \x01(\r\x12\x10\n\x08\x64raining\x18\x02 \x01(\x08\x12\x0f\n\x07message\x18\x03 \x01(\t\x12)\n\x05watch\x18\x04 \x03(\x0b\x32\x1a.cacheroute.v1.PrefixWatch\x12\x15\n\rwatch_version\x18\x05 \x01(\t*\x8c\x01\n\nEngineKind\x12\x1b\n\x17\x45NGINE_KIND_UNSPECIFIED\x10\x00\x12\x14\n\x10\x45NGINE_KIND_VLLM\x10\x01\x12\x16\n\x12\x45NGINE_KIND_SGLANG\x10\x02\x12\x19\n\x15\x45NGINE_KIND_SIMULATED\x10\x03\x12\x18\n\x14\x45NGINE_KIND_LLAMACPP\x10\x04*\xe9\x01\n\rMetricDialect\x12\x1e\n\x1aMETRIC_DIALECT_UNSPECIFIED\x10\x00\x12\x1a\n\x16METRIC_DIALECT_VLLM_V1\x10\x01\x12\x1a\n\x16METRIC_DIALECT_VLLM_V0\x10\x02\x12\x1f\n\x1bMETRIC_DIALECT_SGLANG_COLON\x10\x03\x12$\n METRIC_DIALECT_SGLANG_UNDERSCORE\x10\x04\x12\x1c\n\x18METRIC_DIALECT_SIMULATED\x10\x05\x12\x1b\n\x17METRIC_DIALECT_LLAMACPP\x10\x06\x32W\n\x0c\x41gentService\x12G\n\x07\x43onnect\x12\x19.cacheroute.v1.NodeReport\x1a\x1d.cacheroute.v1.AgentDirective(\x01\x30\x01\x42Y\n\x11\x64\x65v.cacheroute.v1P\x01ZBgithub.com/cacheroute/cacheroute/gen/go/cacheroute/v1;cacheroutev1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,16 +32,20 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'cacheroute.v1.agent_pb2', _
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\021dev.cacheroute.v1P\001ZBgithub.com/cacheroute/cacheroute/gen/go/cacheroute/v1;cacheroutev1'
-  _globals['_ENGINEKIND']._serialized_start=836
-  _globals['_ENGINEKIND']._serialized_end=976
-  _globals['_METRICDIALECT']._serialized_start=979
-  _globals['_METRICDIALECT']._serialized_end=1212
+  _globals['_ENGINEKIND']._serialized_start=1283
+  _globals['_ENGINEKIND']._serialized_end=1423
+  _globals['_METRICDIALECT']._serialized_start=1426
+  _globals['_METRICDIALECT']._serialized_end=1659
   _globals['_NODEREPORT']._serialized_start=45
-  _globals['_NODEREPORT']._serialized_end=666
-  _globals['_LATENCYHISTOGRAM']._serialized_start=668
-  _globals['_LATENCYHISTOGRAM']._serialized_end=752
-  _globals['_AGENTDIRECTIVE']._serialized_start=754
-  _globals['_AGENTDIRECTIVE']._serialized_end=833
-  _globals['_AGENTSERVICE']._serialized_start=1214
-  _globals['_AGENTSERVICE']._serialized_end=1301
+  _globals['_NODEREPORT']._serialized_end=713
+  _globals['_KVRESIDENCY']._serialized_start=716
+  _globals['_KVRESIDENCY']._serialized_end=991
+  _globals['_PREFIXWATCH']._serialized_start=993
+  _globals['_PREFIXWATCH']._serialized_end=1046
+  _globals['_LATENCYHISTOGRAM']._serialized_start=1048
+  _globals['_LATENCYHISTOGRAM']._serialized_end=1132
+  _globals['_AGENTDIRECTIVE']._serialized_start=1135
+  _globals['_AGENTDIRECTIVE']._serialized_end=1280
+  _globals['_AGENTSERVICE']._serialized_start=1661
+  _globals['_AGENTSERVICE']._serialized_end=1748
 # @@protoc_insertion_point(module_scope)

@@ -109,6 +109,7 @@ class NodeReport(_message.Message):
     REPORT_INTERVAL_MS_FIELD_NUMBER: _builtins.int
     TTFT_FIELD_NUMBER: _builtins.int
     DRAINING_FIELD_NUMBER: _builtins.int
+    RESIDENCY_FIELD_NUMBER: _builtins.int
     node_id: _builtins.str
     """Identity. node_id: ^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$; address: host:port of the engine's
     serving endpoint (what routers hand to callers).
@@ -163,6 +164,13 @@ class NodeReport(_message.Message):
         or an older agent).
         """
 
+    @_builtins.property
+    def residency(self) -> Global___KvResidency:
+        """What the engine's KV-cache events say it holds (vLLM's ZMQ KV events, read by the agent's
+        optional subscriber, agents/kv_subscriber.py). Absent: the agent reads no events (none
+        configured, or none received yet), and everything else is as without it.
+        """
+
     def __init__(
         self,
         *,
@@ -191,16 +199,108 @@ class NodeReport(_message.Message):
         report_interval_ms: _builtins.int = ...,
         ttft: Global___LatencyHistogram | None = ...,
         draining: _builtins.bool = ...,
+        residency: Global___KvResidency | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_prefix_hit_rate", b"_prefix_hit_rate", "prefix_hit_rate", b"prefix_hit_rate", "ttft", b"ttft"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_prefix_hit_rate", b"_prefix_hit_rate", "prefix_hit_rate", b"prefix_hit_rate", "residency", b"residency", "ttft", b"ttft"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_prefix_hit_rate", b"_prefix_hit_rate", "address", b"address", "block_size", b"block_size", "dialect", b"dialect", "draining", b"draining", "engine_kind", b"engine_kind", "error", b"error", "generation_tokens_per_s", b"generation_tokens_per_s", "healthy", b"healthy", "kv_capacity_tokens", b"kv_capacity_tokens", "kv_usage", b"kv_usage", "leaving", b"leaving", "model", b"model", "node_id", b"node_id", "pool", b"pool", "prefix_hit_rate", b"prefix_hit_rate", "prompt_tokens_per_s", b"prompt_tokens_per_s", "report_interval_ms", b"report_interval_ms", "running", b"running", "scraped_at_unix_ms", b"scraped_at_unix_ms", "sent_at_unix_ms", b"sent_at_unix_ms", "seq", b"seq", "stale", b"stale", "ttft", b"ttft", "waiting", b"waiting", "weight", b"weight"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_prefix_hit_rate", b"_prefix_hit_rate", "address", b"address", "block_size", b"block_size", "dialect", b"dialect", "draining", b"draining", "engine_kind", b"engine_kind", "error", b"error", "generation_tokens_per_s", b"generation_tokens_per_s", "healthy", b"healthy", "kv_capacity_tokens", b"kv_capacity_tokens", "kv_usage", b"kv_usage", "leaving", b"leaving", "model", b"model", "node_id", b"node_id", "pool", b"pool", "prefix_hit_rate", b"prefix_hit_rate", "prompt_tokens_per_s", b"prompt_tokens_per_s", "report_interval_ms", b"report_interval_ms", "residency", b"residency", "running", b"running", "scraped_at_unix_ms", b"scraped_at_unix_ms", "sent_at_unix_ms", b"sent_at_unix_ms", "seq", b"seq", "stale", b"stale", "ttft", b"ttft", "waiting", b"waiting", "weight", b"weight"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__prefix_hit_rate: _TypeAlias = _typing.Literal["prefix_hit_rate"]  # noqa: Y015
     _WhichOneofArgType__prefix_hit_rate: _TypeAlias = _typing.Literal["_prefix_hit_rate", b"_prefix_hit_rate"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType__prefix_hit_rate) -> _WhichOneofReturnType__prefix_hit_rate | None: ...
 
 Global___NodeReport: _TypeAlias = NodeReport  # noqa: Y015
+
+@_typing.final
+class KvResidency(_message.Message):
+    """An engine's prefix cache as its KV events describe it. Counters are since the agent started."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESIDENT_BLOCKS_FIELD_NUMBER: _builtins.int
+    EVICTIONS_PER_S_FIELD_NUMBER: _builtins.int
+    STORES_PER_S_FIELD_NUMBER: _builtins.int
+    BATCHES_FIELD_NUMBER: _builtins.int
+    GAPS_FIELD_NUMBER: _builtins.int
+    GAPS_UNRECOVERED_FIELD_NUMBER: _builtins.int
+    DROPPED_FRAMES_FIELD_NUMBER: _builtins.int
+    RESTARTS_FIELD_NUMBER: _builtins.int
+    OVERFLOW_BLOCKS_FIELD_NUMBER: _builtins.int
+    WATCH_VERSION_FIELD_NUMBER: _builtins.int
+    WATCHED_KEYS_FIELD_NUMBER: _builtins.int
+    ABSENT_KEYS_FIELD_NUMBER: _builtins.int
+    resident_blocks: _builtins.int
+    """Blocks resident in GPU memory now (stored and not since removed or cleared)."""
+    evictions_per_s: _builtins.float
+    """Blocks removed (evicted) and stored per second over the last report interval."""
+    stores_per_s: _builtins.float
+    batches: _builtins.int
+    """Event batches applied; sequence gaps seen, and those the replay socket could not fill (the
+    agent then cleared and rebuilt its block set); frames dropped as garbage or oversize;
+    publisher restarts (the sequence started again); stored blocks past the agent's bound.
+    """
+    gaps: _builtins.int
+    gaps_unrecovered: _builtins.int
+    dropped_frames: _builtins.int
+    restarts: _builtins.int
+    overflow_blocks: _builtins.int
+    watch_version: _builtins.str
+    """The planned keys the control plane asked about (AgentDirective.watch): the watch's version
+    (the active plan's), how many keys it held, and those whose anchor block is not resident
+    (at most 1,024, the watch's bound).
+    """
+    watched_keys: _builtins.int
+    @_builtins.property
+    def absent_keys(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def __init__(
+        self,
+        *,
+        resident_blocks: _builtins.int = ...,
+        evictions_per_s: _builtins.float = ...,
+        stores_per_s: _builtins.float = ...,
+        batches: _builtins.int = ...,
+        gaps: _builtins.int = ...,
+        gaps_unrecovered: _builtins.int = ...,
+        dropped_frames: _builtins.int = ...,
+        restarts: _builtins.int = ...,
+        overflow_blocks: _builtins.int = ...,
+        watch_version: _builtins.str = ...,
+        watched_keys: _builtins.int = ...,
+        absent_keys: _abc.Iterable[_builtins.int] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["absent_keys", b"absent_keys", "batches", b"batches", "dropped_frames", b"dropped_frames", "evictions_per_s", b"evictions_per_s", "gaps", b"gaps", "gaps_unrecovered", b"gaps_unrecovered", "overflow_blocks", b"overflow_blocks", "resident_blocks", b"resident_blocks", "restarts", b"restarts", "stores_per_s", b"stores_per_s", "watch_version", b"watch_version", "watched_keys", b"watched_keys"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___KvResidency: _TypeAlias = KvResidency  # noqa: Y015
+
+@_typing.final
+class PrefixWatch(_message.Message):
+    """A planned key of this node and the block that ends its shared prefix, by the routers' sampled
+    prompt blocks: the key's prefix counts as resident while this block is.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KEY_HASH_FIELD_NUMBER: _builtins.int
+    ANCHOR_BLOCK_FIELD_NUMBER: _builtins.int
+    key_hash: _builtins.int
+    anchor_block: _builtins.int
+    def __init__(
+        self,
+        *,
+        key_hash: _builtins.int = ...,
+        anchor_block: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["anchor_block", b"anchor_block", "key_hash", b"key_hash"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PrefixWatch: _TypeAlias = PrefixWatch  # noqa: Y015
 
 @_typing.final
 class LatencyHistogram(_message.Message):
@@ -249,6 +349,8 @@ class AgentDirective(_message.Message):
     REPORT_INTERVAL_MS_FIELD_NUMBER: _builtins.int
     DRAINING_FIELD_NUMBER: _builtins.int
     MESSAGE_FIELD_NUMBER: _builtins.int
+    WATCH_FIELD_NUMBER: _builtins.int
+    WATCH_VERSION_FIELD_NUMBER: _builtins.int
     report_interval_ms: _builtins.int
     """Desired report interval; the agent adopts it."""
     draining: _builtins.bool
@@ -257,16 +359,26 @@ class AgentDirective(_message.Message):
     """
     message: _builtins.str
     """Human-readable note ("joined", "node id taken by another agent", ...)."""
+    watch_version: _builtins.str
+    @_builtins.property
+    def watch(self) -> _containers.RepeatedCompositeFieldContainer[Global___PrefixWatch]:
+        """For agents that read KV events: the active plan's keys on this node with their prefix anchor
+        (at most 1,024), sent when the active plan changes; watch_version is the plan's version
+        (empty: this directive carries no watch, the agent keeps the last one).
+        """
+
     def __init__(
         self,
         *,
         report_interval_ms: _builtins.int = ...,
         draining: _builtins.bool = ...,
         message: _builtins.str = ...,
+        watch: _abc.Iterable[Global___PrefixWatch] | None = ...,
+        watch_version: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["draining", b"draining", "message", b"message", "report_interval_ms", b"report_interval_ms"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["draining", b"draining", "message", b"message", "report_interval_ms", b"report_interval_ms", "watch", b"watch", "watch_version", b"watch_version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

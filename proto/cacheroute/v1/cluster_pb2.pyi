@@ -132,6 +132,9 @@ class NodeLoad(_message.Message):
     PREFIX_HIT_RATE_FIELD_NUMBER: _builtins.int
     RUNNING_FIELD_NUMBER: _builtins.int
     WAITING_FIELD_NUMBER: _builtins.int
+    RESIDENT_BLOCKS_FIELD_NUMBER: _builtins.int
+    EVICTIONS_PER_S_FIELD_NUMBER: _builtins.int
+    EVICTION_PRESSURE_FIELD_NUMBER: _builtins.int
     node_id: _builtins.str
     address: _builtins.str
     load: _builtins.float
@@ -146,6 +149,14 @@ class NodeLoad(_message.Message):
     prefix_hit_rate: _builtins.float
     running: _builtins.float
     waiting: _builtins.float
+    resident_blocks: _builtins.int
+    """From the node's KV-cache events (absent: its agent reads none): blocks resident now, blocks
+    evicted per second, and eviction pressure, the fraction of the node's KV capacity evicted
+    per second (evictions_per_s x block_size / kv_capacity_tokens; absent without a capacity).
+    The signal a cache-pressure-aware policy reads.
+    """
+    evictions_per_s: _builtins.float
+    eviction_pressure: _builtins.float
     def __init__(
         self,
         *,
@@ -160,14 +171,30 @@ class NodeLoad(_message.Message):
         prefix_hit_rate: _builtins.float | None = ...,
         running: _builtins.float = ...,
         waiting: _builtins.float = ...,
+        resident_blocks: _builtins.int | None = ...,
+        evictions_per_s: _builtins.float | None = ...,
+        eviction_pressure: _builtins.float | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_prefix_hit_rate", b"_prefix_hit_rate", "prefix_hit_rate", b"prefix_hit_rate"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_eviction_pressure", b"_eviction_pressure", "_evictions_per_s", b"_evictions_per_s", "_prefix_hit_rate", b"_prefix_hit_rate", "_resident_blocks", b"_resident_blocks", "eviction_pressure", b"eviction_pressure", "evictions_per_s", b"evictions_per_s", "prefix_hit_rate", b"prefix_hit_rate", "resident_blocks", b"resident_blocks"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_prefix_hit_rate", b"_prefix_hit_rate", "address", b"address", "age_ms", b"age_ms", "draining", b"draining", "healthy", b"healthy", "kv_usage", b"kv_usage", "load", b"load", "node_id", b"node_id", "prefix_hit_rate", b"prefix_hit_rate", "running", b"running", "waiting", b"waiting", "weight", b"weight"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_eviction_pressure", b"_eviction_pressure", "_evictions_per_s", b"_evictions_per_s", "_prefix_hit_rate", b"_prefix_hit_rate", "_resident_blocks", b"_resident_blocks", "address", b"address", "age_ms", b"age_ms", "draining", b"draining", "eviction_pressure", b"eviction_pressure", "evictions_per_s", b"evictions_per_s", "healthy", b"healthy", "kv_usage", b"kv_usage", "load", b"load", "node_id", b"node_id", "prefix_hit_rate", b"prefix_hit_rate", "resident_blocks", b"resident_blocks", "running", b"running", "waiting", b"waiting", "weight", b"weight"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__eviction_pressure: _TypeAlias = _typing.Literal["eviction_pressure"]  # noqa: Y015
+    _WhichOneofArgType__eviction_pressure: _TypeAlias = _typing.Literal["_eviction_pressure", b"_eviction_pressure"]  # noqa: Y015
+    _WhichOneofReturnType__evictions_per_s: _TypeAlias = _typing.Literal["evictions_per_s"]  # noqa: Y015
+    _WhichOneofArgType__evictions_per_s: _TypeAlias = _typing.Literal["_evictions_per_s", b"_evictions_per_s"]  # noqa: Y015
     _WhichOneofReturnType__prefix_hit_rate: _TypeAlias = _typing.Literal["prefix_hit_rate"]  # noqa: Y015
     _WhichOneofArgType__prefix_hit_rate: _TypeAlias = _typing.Literal["_prefix_hit_rate", b"_prefix_hit_rate"]  # noqa: Y015
+    _WhichOneofReturnType__resident_blocks: _TypeAlias = _typing.Literal["resident_blocks"]  # noqa: Y015
+    _WhichOneofArgType__resident_blocks: _TypeAlias = _typing.Literal["_resident_blocks", b"_resident_blocks"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__eviction_pressure) -> _WhichOneofReturnType__eviction_pressure | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__evictions_per_s) -> _WhichOneofReturnType__evictions_per_s | None: ...
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__prefix_hit_rate) -> _WhichOneofReturnType__prefix_hit_rate | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__resident_blocks) -> _WhichOneofReturnType__resident_blocks | None: ...
 
 Global___NodeLoad: _TypeAlias = NodeLoad  # noqa: Y015
 

@@ -49,7 +49,7 @@ async def gateway(
     router = RouterServer(
         RouterConfig(
             **QUIET, listen="127.0.0.1:0", redis_url=redis_url, router_id="epp", grace_s=0.5,
-            extproc=ExtProcConfig(listen="127.0.0.1:0"),
+            extproc=ExtProcConfig(listen="127.0.0.1:0", health_listen="127.0.0.1:0"),
         )
     )  # fmt: skip
     await router.start()
@@ -67,7 +67,8 @@ async def gateway(
         assert router.extproc is not None
         envoy = Envoy(
             workdir, engines=[("127.0.0.1", p) for p in engines.ports],
-            pickers=[("127.0.0.1", router.extproc.port)], recipe=recipe,
+            pickers=[("127.0.0.1", router.extproc.port, router.extproc.health_port or 0)],
+            recipe=recipe,
         )  # fmt: skip
         await asyncio.to_thread(envoy.wait_ready)
         api = openai.AsyncOpenAI(
