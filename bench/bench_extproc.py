@@ -17,6 +17,10 @@ samples pooled:
 * ``epp-body``: Envoy + EPP, key in the body (``prompt_cache_key``): the picker gathers the body,
   decides, then echoes it (the general case);
 * ``epp-header``: Envoy + EPP, key in ``x-cacheroute-key``: decided at the request headers;
+* ``epp-headers-only``: Envoy on ``deploy/envoy/envoy-headers-only.yaml`` + EPP, key in
+  ``x-cacheroute-key``: request and response headers only, two messages each way (issue 33);
+* ``epp-buffered``: Envoy on ``deploy/envoy/envoy-buffered.yaml`` + EPP, key in the body: the
+  body in one message, the pick on its answer, no echo (issue 33);
 * ``bare-epp``: Envoy + a bare ext_proc server in Python (this file, ``bare``: grpc.aio, the same
   message exchange as the picker with a constant pick, nothing else): what the Python gRPC stack
   itself costs, so the picker's own share shows.
@@ -49,7 +53,7 @@ sys.path.insert(0, str(ROOT))
 
 from cacheroute_state.embedded import EmbeddedRedis  # noqa: E402
 from servekit.processes import free_port  # noqa: E402
-from tests.support.envoy import Envoy  # noqa: E402
+from tests.support.envoy import BUFFERED, HEADERS_ONLY, Envoy  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "bench"))
 # The HTTP front's benchmark already spawns, waits for and measures the same processes.
@@ -57,7 +61,16 @@ from bench_http_front import cpu_s, publish_one_engine, spawn, wait_http  # noqa
 
 HOST = "127.0.0.1"
 BODY = {"prompt": "benchmark prompt for the picker", "max_tokens": 16, "stream": True}
-TARGETS = ("direct", "fixed", "bare-epp", "epp-body", "epp-header")
+TARGETS = (
+    "direct",
+    "fixed",
+    "bare-epp",
+    "epp-body",
+    "epp-header",
+    "epp-headers-only",
+    "epp-buffered",
+)
+EPP_TARGETS = ("bare-epp", "epp-body", "epp-header", "epp-headers-only", "epp-buffered")
 
 
 def bare(port: int, engine: str) -> None:
@@ -115,7 +128,7 @@ def client(url: str, mode: str, engine: str, streams: int, duration_s: float) ->
                     body: dict[str, Any] = dict(BODY)
                     if mode == "fixed":
                         headers["x-gateway-destination-endpoint"] = engine
-                    elif mode == "epp-header":
+                    elif mode in ("epp-header", "epp-headers-only"):
                         headers["x-cacheroute-key"] = key
                     else:
                         body["prompt_cache_key"] = key
@@ -194,7 +207,14 @@ def orchestrate(args: argparse.Namespace) -> dict[str, Any]:
         with_epp = Envoy(workdir, engines=[(HOST, engine_port)], pickers=[(HOST, picker_port)])
         fixed = Envoy(workdir, engines=[(HOST, engine_port)], ext_proc=False)
         with_bare = Envoy(workdir, engines=[(HOST, engine_port)], pickers=[(HOST, bare_port)])
-        envoys += [with_epp, fixed, with_bare]
+        headers_only = Envoy(
+            workdir, engines=[(HOST, engine_port)], pickers=[(HOST, picker_port)],
+            recipe=HEADERS_ONLY,
+        )  # fmt: skip
+        buffered = Envoy(
+            workdir, engines=[(HOST, engine_port)], pickers=[(HOST, picker_port)], recipe=BUFFERED
+        )
+        envoys += [with_epp, fixed, with_bare, headers_only, buffered]
         for envoy in envoys:
             envoy.wait_ready()
         router_pid = procs[1].pid
@@ -204,6 +224,8 @@ def orchestrate(args: argparse.Namespace) -> dict[str, Any]:
             "bare-epp": f"{with_bare.url}/v1/completions",
             "epp-body": f"{with_epp.url}/v1/completions",
             "epp-header": f"{with_epp.url}/v1/completions",
+            "epp-headers-only": f"{headers_only.url}/v1/completions",
+            "epp-buffered": f"{buffered.url}/v1/completions",
         }
         pids = {
             "direct": (),
@@ -211,13 +233,16 @@ def orchestrate(args: argparse.Namespace) -> dict[str, Any]:
             "bare-epp": (with_bare.proc.pid, procs[2].pid),
             "epp-body": (with_epp.proc.pid, router_pid),
             "epp-header": (with_epp.proc.pid, router_pid),
+            "epp-headers-only": (headers_only.proc.pid, router_pid),
+            "epp-buffered": (buffered.proc.pid, router_pid),
         }
-        for name in TARGETS:
+        targets = tuple(t for t in TARGETS if t in args.targets.split(","))
+        for name in targets:
             _probe(urls[name], name, engine)
             _measure(urls[name], name, engine, 4, 0.5, ())  # warm-up
         pooled: dict[tuple[str, int], list[dict[str, Any]]] = {}
         for r in range(args.rounds):
-            order = list(TARGETS[r % len(TARGETS) :] + TARGETS[: r % len(TARGETS)])
+            order = list(targets[r % len(targets) :] + targets[: r % len(targets)])
             for streams in (1, 32):
                 for name in order:
                     result = _measure(urls[name], name, engine, streams, args.duration, pids[name])
@@ -259,7 +284,9 @@ def _report(
     added: dict[str, Any] = {}
     for streams in (1, 32):
         fixed = rows[f"fixed@{streams}"]
-        for name in ("bare-epp", "epp-body", "epp-header"):
+        for name in EPP_TARGETS:
+            if f"{name}@{streams}" not in rows:
+                continue
             row = rows[f"{name}@{streams}"]
             added[f"{name}@{streams}"] = {
                 "added_p50_ms": row["ttft_p50_ms"] - fixed["ttft_p50_ms"],
@@ -291,6 +318,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--duration", type=float, default=3.0, help="seconds per measurement")
     parser.add_argument("--json", type=Path, help="also write the result here")
+    parser.add_argument("--targets", default=",".join(TARGETS), help="comma-separated subset")
     args = parser.parse_args()
     result = orchestrate(args)
     text = json.dumps(result, indent=2)

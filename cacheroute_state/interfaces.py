@@ -78,6 +78,15 @@ class PlanStore(ABC):
     async def get_table_bytes(self, pool: str, version: str) -> bytes | None: ...
 
     @abstractmethod
+    async def put_delta(self, pool: str, base_version: str, version: str, data: bytes) -> None:
+        """Store the serialized ``TableDelta`` from ``base_version`` to ``version`` (stored with,
+        and deleted with, ``version``'s plan)."""
+
+    @abstractmethod
+    async def get_delta_bytes(self, pool: str, base_version: str, version: str) -> bytes | None:
+        """The delta from ``base_version`` to ``version``; None when none was stored."""
+
+    @abstractmethod
     async def get_metadata(self, pool: str, version: str) -> table_pb2.PlanMetadata | None: ...
 
     @abstractmethod

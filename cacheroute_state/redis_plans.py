@@ -70,8 +70,8 @@ def _int(raw: bytes | str | None) -> int:
         return 0
 
 
-# KEYS: plan, meta, plans-zset, active, previous. ARGV: version. Returns 1 deleted, 0 not stored,
-# -1 in use (the active version, or the newest previous version other than it).
+# KEYS: plan, meta, plans-zset, active, previous, deltas. ARGV: version. Returns 1 deleted, 0 not
+# stored, -1 in use (the active version, or the newest previous version other than it).
 _DELETE_PLAN = """
 local active = redis.call('HGET', KEYS[4], 'version') or ''
 if ARGV[1] == active then return -1 end
@@ -82,7 +82,7 @@ for _, v in ipairs(redis.call('LRANGE', KEYS[5], 0, -1)) do
   end
 end
 if redis.call('ZREM', KEYS[3], ARGV[1]) == 0 then return 0 end
-redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[6])
 return 1
 """
 
@@ -123,6 +123,15 @@ class RedisPlanStore(PlanStore):
     @unavailable_on_redis_error
     async def get_table_bytes(self, pool: str, version: str) -> bytes | None:
         data = await self._redis.get(schema.plan_key(pool, version))
+        return None if data is None else blob(data)
+
+    @unavailable_on_redis_error
+    async def put_delta(self, pool: str, base_version: str, version: str, data: bytes) -> None:
+        await self._redis.hset(schema.deltas_key(pool, version), base_version, data)
+
+    @unavailable_on_redis_error
+    async def get_delta_bytes(self, pool: str, base_version: str, version: str) -> bytes | None:
+        data = await self._redis.hget(schema.deltas_key(pool, version), base_version)
         return None if data is None else blob(data)
 
     @unavailable_on_redis_error
@@ -216,6 +225,7 @@ class RedisPlanStore(PlanStore):
     async def delete_plan(self, pool: str, version: str) -> bool:
         keys = [schema.plan_key(pool, version), schema.meta_key(pool, version)]
         keys += [schema.pool_key(pool, part) for part in ("plans", "active", "previous")]
+        keys.append(schema.deltas_key(pool, version))
         status = await self._delete_plan(keys=keys, args=[version])
         if status == -1:
             raise PlanInUseError(

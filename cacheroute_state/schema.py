@@ -5,6 +5,7 @@ share a Redis Cluster slot and a Lua script may touch them together.
 |---|---|---|
 | ``cr:{pool}:plan:<version>`` | string | serialized ``RoutingTable`` (immutable, written once) |
 | ``cr:{pool}:meta:<version>`` | string | serialized ``PlanMetadata`` (stats, verdict) |
+| ``cr:{pool}:deltas:<version>`` | hash | base version → serialized ``TableDelta`` to ``version`` |
 | ``cr:{pool}:plans`` | zset | version → created_at (ms) |
 | ``cr:{pool}:active`` | hash | ``generation`` (int), ``pb`` (serialized ``ActivePointer``) |
 | ``cr:{pool}:previous`` | list | versions that were active before, newest first (≤ 100) |
@@ -56,6 +57,10 @@ def plan_key(pool: str, version: str) -> str:
 
 def meta_key(pool: str, version: str) -> str:
     return pool_key(pool, "meta", version)
+
+
+def deltas_key(pool: str, version: str) -> str:
+    return pool_key(pool, "deltas", version)
 
 
 def table_channel(pool: str) -> str:

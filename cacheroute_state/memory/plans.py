@@ -61,6 +61,14 @@ class MemoryPlanStore(PlanStore):
         self._s.check()
         return self._s.strings.get(schema.plan_key(pool, version))
 
+    async def put_delta(self, pool: str, base_version: str, version: str, data: bytes) -> None:
+        self._s.check()
+        self._s.hashes[schema.deltas_key(pool, version)][base_version] = bytes(data)
+
+    async def get_delta_bytes(self, pool: str, base_version: str, version: str) -> bytes | None:
+        self._s.check()
+        return self._s.hashes.get(schema.deltas_key(pool, version), {}).get(base_version)
+
     async def get_metadata(self, pool: str, version: str) -> table_pb2.PlanMetadata | None:
         self._s.check()
         data = self._s.strings.get(schema.meta_key(pool, version))
@@ -160,6 +168,7 @@ class MemoryPlanStore(PlanStore):
         del listed[version]
         s.strings.pop(schema.plan_key(pool, version), None)
         s.strings.pop(schema.meta_key(pool, version), None)
+        s.hashes.pop(schema.deltas_key(pool, version), None)
         return True
 
     async def previous_versions(self, pool: str, limit: int = 10) -> list[str]:

@@ -34,6 +34,7 @@ from controlplane.cluster.nodes import Liveness, node_status
 from controlplane.core.node_states import state_of
 from controlplane.core.ttft_window import Buckets, TtftWindows
 from controlplane.metrics import NODE_STATES, ControlPlaneMetrics
+from dataplane.core.load_columns import encode_columns
 
 log = structlog.get_logger("controlplane.cluster.loads")
 # Terms and sequence numbers are uint64 on the wire; no real run comes near 2^62 (a new term per
@@ -153,12 +154,14 @@ class LoadPublisher:
             for r in records
         ]
         self._seq[pool] += 1
+        nodes = [s.load for s in statuses]
         snapshot = cluster_pb2.LoadSnapshot(
             pool=pool,
             seq=self._seq[pool],
             observed_at_unix_ms=observed_at(statuses, reports, now_ms),
-            nodes=[s.load for s in statuses],
+            nodes=nodes,
             leader_term=self._leader_term[pool],
+            columns=encode_columns(nodes),  # routers apply these in one numpy pass
         )
         await self._stores.cluster.publish_load(snapshot)
         self._record(pool, statuses)

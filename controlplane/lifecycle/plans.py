@@ -26,6 +26,7 @@ from cacheroute_state.active_pointer import active_or_damage, generation_to_expe
 from cacheroute_state.interfaces import PlanNotFoundError
 from controlplane.cluster.nodes import Liveness
 from controlplane.errors import InvalidArgumentError, PreconditionError
+from controlplane.lifecycle.deltas import store_deltas
 from controlplane.lifecycle.rollout_gates import (
     UNREADABLE,
     ActivationRefusedError,
@@ -252,6 +253,7 @@ async def activate(
             raise
         if skipped:
             reason = f"{reason}; {skipped}" if reason else skipped
+    await store_deltas(stores, pool, version)  # routers then fetch what changed, not it all
     if expected_generation is None:  # a damaged pointer's too: the move overwrites it
         expected_generation = await generation_to_expect(stores.plans, pool)
     # A lost race is the store's ConflictError, its message built once where the pointer is read.

@@ -34,7 +34,15 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+import numpy.typing as npt
+
+from dataplane.core.eligibility import eligibility
+from dataplane.core.load_columns import membership_digest
 from dataplane.core.table import RoutingTable
+
+F64Array = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
 
 DEFAULT_PANIC_THRESHOLD = 0.5
 
@@ -50,7 +58,7 @@ class NodeSet:
     NodeSet (and policies that cache per-node structures notice by identity).
     """
 
-    __slots__ = ("addresses", "ids", "index")
+    __slots__ = ("_digest", "addresses", "ids", "index")
 
     def __init__(self, ids: Sequence[str], addresses: Sequence[str] | None = None) -> None:
         if len(set(ids)) != len(ids):
@@ -60,6 +68,14 @@ class NodeSet:
         self.ids: tuple[str, ...] = tuple(ids)
         self.addresses: tuple[str, ...] = tuple(addresses) if addresses else self.ids
         self.index: dict[str, int] = {node: i for i, node in enumerate(self.ids)}
+        self._digest = b""
+
+    @property
+    def digest(self) -> bytes:
+        """:func:`~dataplane.core.load_columns.membership_digest` of this set (computed once)."""
+        if not self._digest:
+            self._digest = membership_digest(self.ids, self.addresses)
+        return self._digest
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -242,18 +258,21 @@ class LoadView:
     def apply_snapshot(
         self,
         observed_at: float,
-        loads: Sequence[float],
+        loads: Sequence[float] | F64Array,
         *,
-        healthy: Sequence[bool] | None = None,
-        draining: Sequence[bool] | None = None,
+        healthy: Sequence[bool] | BoolArray | None = None,
+        draining: Sequence[bool] | BoolArray | None = None,
     ) -> None:
-        """Install loads observed at ``observed_at`` (aligned with ``nodes``)."""
+        """Install loads observed at ``observed_at`` (aligned with ``nodes``; lists or arrays)."""
         if len(loads) != len(self.nodes):
             raise ValueError(f"{len(loads)} loads for {len(self.nodes)} nodes")
         # Ordering snapshots is the caller's job (the router orders by leader term and seq):
         # a wall-clock check here would let one future-dated snapshot freeze the view.
         self.snapshot_observed_at = observed_at
-        self._base = [float(x) for x in loads]
+        if isinstance(loads, np.ndarray):
+            self._base = loads.astype(np.float64, copy=False).tolist()
+        else:  # the simulator's short lists: no numpy round trip
+            self._base = [float(x) for x in loads]
         pending = self._pending
         while pending and pending[0][0] <= observed_at:
             pending.popleft()  # the snapshot already counts these decisions
@@ -265,30 +284,23 @@ class LoadView:
             self.set_states(healthy=healthy, draining=draining)
 
     def set_states(
-        self, *, healthy: Sequence[bool] | None = None, draining: Sequence[bool] | None = None
+        self,
+        *,
+        healthy: Sequence[bool] | BoolArray | None = None,
+        draining: Sequence[bool] | BoolArray | None = None,
     ) -> None:
+        reported = np.asarray(self.reported_healthy if healthy is None else healthy, np.bool_)
+        drained = np.asarray(self.draining if draining is None else draining, np.bool_)
         if healthy is not None:
-            self.reported_healthy = [bool(x) for x in healthy]
+            self.reported_healthy = reported.tolist()
         if draining is not None:
-            self.draining = [bool(x) for x in draining]
-        undrained = [i for i in range(len(self.nodes)) if not self.draining[i]]
-        eligible = tuple(i for i in undrained if self.reported_healthy[i])
-        self.panic = bool(undrained) and len(eligible) < self.panic_threshold * len(undrained)
-        if self.panic:
-            eligible = tuple(undrained)
-            healthy = [True] * len(self.nodes)
-        else:
-            healthy = list(self.reported_healthy)
-        ejected = self.ejected
-        if ejected:
-            kept = tuple(i for i in eligible if i not in ejected)
-            if kept:  # ejection never empties the pool
-                eligible = kept
-                for i in ejected:
-                    healthy[i] = False
-        self.healthy = healthy
-        self.eligible_nodes = eligible
-        self.all_eligible = len(eligible) == len(self.nodes)
+            self.draining = drained.tolist()
+        found = eligibility(reported, drained, self.ejected, self.panic_threshold)
+        self.panic = found.panic
+        self.healthy = found.healthy
+        if found.eligible != self.eligible_nodes:  # same set: policies keep their derivations
+            self.eligible_nodes = found.eligible
+        self.all_eligible = len(found.eligible) == len(self.nodes)
 
     def set_ejected(self, ejected: frozenset[int]) -> None:
         """Exclude ``ejected`` (node indices) from routing, within the rule above."""

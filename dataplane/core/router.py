@@ -16,7 +16,6 @@ Errors::
 
 from __future__ import annotations
 
-import math
 import time
 import zlib
 from collections.abc import Callable, Sequence
@@ -25,6 +24,7 @@ from typing import NamedTuple, Protocol
 from cacheroute.v1 import cluster_pb2
 from dataplane.core.active_probes import ActiveProbes, ProbeConfig
 from dataplane.core.heavy_hitters import TrafficCounter
+from dataplane.core.load_snapshot import read_snapshot
 from dataplane.core.load_view import DEFAULT_PANIC_THRESHOLD, LoadView, NodeSet, bind_with_memo
 from dataplane.core.names import DEFAULT_POOL, POOL_PATTERN
 from dataplane.core.outliers import OutlierConfig, OutlierDetector, apply_ejections
@@ -365,32 +365,21 @@ class Router:
             order < state.load_order and now - state.load_applied_at <= self.load_max_age_s
         ):
             return False
-        entries = snapshot.nodes
-        for n in entries:  # NaN compares false both ways: it would win every tie it starts
-            if not (math.isfinite(n.load) and n.load >= 0):
-                raise ValueError(f"node {n.node_id!r} has load {n.load}; loads are finite, >= 0")
-        ids = tuple(n.node_id for n in entries)
-        addresses = tuple(n.address or n.node_id for n in entries)
+        read = read_snapshot(snapshot, state.view.nodes, self.load_max_age_s * 1000.0)
         view = state.view
-        if ids != view.nodes.ids or addresses != view.nodes.addresses:
-            nodes = NodeSet(ids, addresses)  # raises ValueError on duplicate ids
-            view = self._new_view(nodes)
-            view.table = bind_with_memo(state.table, nodes)
-        view.apply_snapshot(
-            min(snapshot.observed_at_unix_ms / 1000.0, now),
-            [n.load for n in entries],
-            healthy=[n.healthy for n in entries],
-            draining=[n.draining for n in entries],
-        )
-        max_age_ms = self.load_max_age_s * 1000.0
-        old = [i for i, n in enumerate(entries) if n.age_ms > max_age_ms]
-        if old:
-            view.forget_loads(old)
+        if read.nodes is not view.nodes:
+            view = self._new_view(read.nodes)
+            view.table = bind_with_memo(state.table, read.nodes)
+        observed_at = min(snapshot.observed_at_unix_ms / 1000.0, now)
+        view.apply_snapshot(observed_at, read.loads, healthy=read.healthy, draining=read.draining)
+        if read.aged:
+            view.forget_loads(read.aged)
         if view is not state.view:
             state.outcomes = {}
             state.tokens = None
-            state.outliers.keep_only(set(ids))
-            state.probes.keep_only(set(ids))
+            ids = set(view.nodes.ids)
+            state.outliers.keep_only(ids)
+            state.probes.keep_only(ids)
             apply_ejections(state.outliers, view)
         state.view = view
         state.load_order = order

@@ -1,6 +1,7 @@
 """One ext_proc stream (one HTTP request through the gateway) as a small state machine.
 
-Request side (``request_body_mode: FULL_DUPLEX_STREAMED``):
+Request side (``request_body_mode: FULL_DUPLEX_STREAMED``; the headers-only and buffered modes
+are :mod:`dataplane.extproc.modes`):
 
 * request headers with a key header (:func:`~dataplane.openai_api.request_keys.header_request`):
   decide at once and answer the headers with the pick; later body chunks are echoed as they come;
@@ -34,6 +35,7 @@ from dataplane.core.route_input import InvalidRequestError, parse_request
 from dataplane.core.router import NoDestinationError, UnknownPoolError
 from dataplane.extproc import wire
 from dataplane.extproc.context import PickerContext
+from dataplane.extproc.modes import BODY_CONTINUE, HEADERS_CONTINUE, BodyMode, body_mode, body_pick
 from dataplane.extproc.pick import Pick, pick
 from dataplane.openai_api.errors import NOT_FOUND, UNAVAILABLE, FrontError, bad_request
 from dataplane.openai_api.prompts import endpoint_of
@@ -71,6 +73,7 @@ class PickerStream:
         self._answered = False  # response headers with a status below 400 came
         self._timer: AnswerTimer | None = None
         self._started = 0.0
+        self._mode = BodyMode.STREAMED  # what Envoy announced (dataplane/extproc/modes.py)
 
     def on_message(self, message: Any) -> list[Any]:
         kind = message.WhichOneof("request")
@@ -122,20 +125,25 @@ class PickerStream:
             headers[POOL_HEADER] = self.ctx.config.pool
         self._headers = headers
         self._subset = wire.subset_hint(message)
+        self._mode = body_mode(message)
         try:
             found = header_request(headers, self.ctx.rules, self._request_id())
             if found is not None:
                 return [self._decide(found, "headers")]
-            if message.request_headers.end_of_stream:
+            if message.request_headers.end_of_stream or self._mode is BodyMode.NONE:
                 return [self._decide(self._bodiless(), "bodiless")]
         except FrontError as exc:
             return [self._error(exc)]
         self.waiting_since = time.monotonic()
+        if self._mode is BodyMode.BUFFERED:
+            return [HEADERS_CONTINUE]  # the pick rides on the body's answer
         return []  # the key is in the body: answer the headers once it is all here
 
     def _request_body(self, body: Any) -> list[Any]:
         chunk = bytes(body.body)
         if self._decided:
+            if self._mode is BodyMode.BUFFERED:
+                return [BODY_CONTINUE]
             return wire.body_echo(chunk, body.end_of_stream)
         limit = self.ctx.config.max_body_bytes
         if len(self._body) + len(chunk) > limit:
@@ -172,6 +180,8 @@ class PickerStream:
             answer = self._decide(found, "body")
         except FrontError as exc:
             return [self._error(exc)]
+        if self._mode is BodyMode.BUFFERED and self._pick is not None:
+            return [body_pick(self._pick.endpoints)]  # the body goes on as it is: no echo
         return [answer, *wire.body_echo(raw, end_of_stream)]
 
     def _bodiless(self) -> FrontRequest:

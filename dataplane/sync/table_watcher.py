@@ -6,7 +6,10 @@ The loop, as an xDS client does it:
    (all pools; this tick also re-reads the store's pool set).
 2. Per pool, read the active pointer. Nothing to do when it names what the pool serves, or the
    generation this router already rejected.
-3. Otherwise fetch the table bytes (in slices, :mod:`cacheroute_state.redis_table_fetch`), then
+3. Otherwise, when the control plane stored a delta from the version this pool serves, read
+   and apply that (:mod:`dataplane.sync.table_deltas`; a delta that does not give the exact
+   table falls through to the whole table). Else fetch the table bytes (in slices,
+   :mod:`cacheroute_state.redis_table_fetch`), then
    decode, validate and verify the content hash on a dedicated worker thread at a lower OS
    priority
    (`table_codec.decode_table` keeps the GIL free for the big arrays), check the pool and the
@@ -50,6 +53,7 @@ from dataplane.core.protobuf_fields import Buffer
 from dataplane.core.router import Router
 from dataplane.core.table import RoutingTable, TableError
 from dataplane.core.table_codec import decode_table
+from dataplane.sync.table_deltas import from_delta
 from dataplane.telemetry.router_metrics import RouterMetrics
 from servekit.gil import fast_switched
 from servekit.waiting import wait_event
@@ -221,6 +225,13 @@ class TableWatcher:
             log.info("table removed: plan disabled", pool=pool, generation=pointer.generation)
             self._ack(pointer, accepted=True, reason="")
             return
+        started = time.perf_counter()
+        table = await from_delta(
+            self._plans, self._metrics, self._off_loop, pool, state.table, pointer.version
+        )
+        if table is not None:
+            await self._install(pool, table, pointer, started, "delta")
+            return
         try:
             data = await self._fetch(pool, pointer.version)
         except ValueError as exc:  # the pointer names no valid version
@@ -233,7 +244,7 @@ class TableWatcher:
             self._metrics.table_update(pool, "error")
             self._ack(pointer, accepted=False, reason=f"plan {pointer.version} has no table bytes")
             return
-        started = time.perf_counter()
+        self._metrics.table_fetched(pool, "full", len(data))
         try:
             box, data = [data], None
             table = await self._off_loop(decode_owned, box, pool, pointer.version)
@@ -246,6 +257,16 @@ class TableWatcher:
             )  # fmt: skip
             self._ack(pointer, accepted=False, reason=str(exc))
             return
+        await self._install(pool, table, pointer, started, "full")
+
+    async def _install(
+        self,
+        pool: str,
+        table: RoutingTable,
+        pointer: cluster_pb2.ActivePointer,
+        started: float,
+        source: str,
+    ) -> None:
         previous = [self._router.install_table(pool, table, pointer.generation)]
         # Counted with the swap, before the next await: whoever sees the new table sees the count.
         self._rejected.pop(pool, None)
@@ -253,7 +274,8 @@ class TableWatcher:
         await self._off_loop(previous.clear)  # free the old arrays off the serving thread
         log.info(
             "table applied", pool=pool, version=table.version, generation=pointer.generation,
-            keys=table.num_keys, decode_ms=round((time.perf_counter() - started) * 1000, 1),
+            keys=table.num_keys, source=source,
+            decode_ms=round((time.perf_counter() - started) * 1000, 1),
         )  # fmt: skip
         self._ack(pointer, accepted=True, reason="")
 

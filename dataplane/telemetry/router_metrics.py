@@ -125,6 +125,13 @@ class RouterMetrics:
             ["pool", "result"],
             registry=self.registry,
         )
+        self.table_bytes = Counter(
+            "cacheroute_router_table_bytes_fetched",
+            "Table bytes read from the store: whole tables (full) or deltas against the version "
+            "held (delta), and deltas that did not apply (delta_rejected, a full fetch follows).",
+            ["pool", "kind"],
+            registry=self.registry,
+        )
         self.load_updates = Counter(
             "cacheroute_router_load_updates",
             "Load snapshots: applied, stale (older than the applied one) or rejected.",
@@ -153,6 +160,9 @@ class RouterMetrics:
 
     def table_update(self, pool: str, result: str) -> None:
         self.table_updates.labels(pool, result).inc()
+
+    def table_fetched(self, pool: str, kind: str, size: int) -> None:
+        self.table_bytes.labels(pool, kind).inc(size)
 
     def load_update(self, pool: str, result: str) -> None:
         self.load_updates.labels(pool, result).inc()

@@ -53,3 +53,16 @@ def test_varint_matches_protobuf() -> None:
     for value in (0, 1, 127, 128, 300, 2**14, 2**21 + 5, 2**35):
         message = routing_pb2.RouteDecision(generation=value)
         assert message.SerializeToString() == (b"\x28" + varint(value) if value else b"")
+
+
+def test_an_outcome_object_finds_its_own_prefix_even_when_an_id_is_reused() -> None:
+    encoder = DecisionEncoder("cacheroute")
+    expected = {}
+    for version in ("p1", "p2", "p3"):
+        # a fresh tuple each time, the previous one freed: CPython may hand out the same id
+        outcome = ("node-a", "10.0.0.1:8000", Reason.WARM, version, 1, "")
+        data = encoder.encode_outcome(outcome, 7, "k", "r")
+        expected[version] = data
+        assert routing_pb2.RouteDecision.FromString(data).version == version
+        assert encoder.encode_outcome(outcome, 7, "k", "r") == data  # the cached path
+    assert len(set(expected.values())) == 3

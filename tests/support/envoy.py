@@ -25,6 +25,8 @@ from tests.support.timing import StartDeadline
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPE = ROOT / "deploy" / "envoy" / "envoy.yaml"
+HEADERS_ONLY = ROOT / "deploy" / "envoy" / "envoy-headers-only.yaml"
+BUFFERED = ROOT / "deploy" / "envoy" / "envoy-buffered.yaml"
 START_TIMEOUT_S = 60.0  # seconds of the machine's time (tests/support/timing.py)
 
 
@@ -58,14 +60,16 @@ def render(
     engines: Sequence[tuple[str, int]],
     pickers: Sequence[tuple[str, int] | tuple[str, int, int]] = (),
     ext_proc: bool = True,
+    recipe: Path = RECIPE,
 ) -> dict[str, Any]:
-    """The recipe with these ports and endpoints (module docstring).
+    """The recipe with these ports and endpoints (module docstring); ``recipe``: another file of
+    ``deploy/envoy/`` (the headers-only and buffered variants).
 
     A picker is ``(host, ext_proc port, health port)`` as the recipe expects; a picker given as
     ``(host, port)`` has no health server (the benchmark's bare picker), and then the pickers'
     cluster runs without the recipe's active health check.
     """
-    config: dict[str, Any] = yaml.safe_load(RECIPE.read_text())
+    config: dict[str, Any] = yaml.safe_load(recipe.read_text())
     config["admin"]["address"]["socket_address"].update(address="127.0.0.1", port_value=admin_port)
     listener = config["static_resources"]["listeners"][0]
     listener["address"]["socket_address"].update(address="127.0.0.1", port_value=listen_port)

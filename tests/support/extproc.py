@@ -115,3 +115,25 @@ def immediate(answers: Sequence[Any]) -> tuple[int, dict[str, Any]]:
     assert answer.WhichOneof("response") == "immediate_response"
     reply = answer.immediate_response
     return reply.status.code, json.loads(reply.body)
+
+
+def with_body_mode(message: Any, mode: str) -> Any:
+    """``message`` carrying the ``protocol_config`` Envoy sends first: request body ``mode``
+    (``NONE``, ``BUFFERED``, ``FULL_DUPLEX_STREAMED``, ...), response body NONE."""
+    modes = ext.ProtocolConfiguration.DESCRIPTOR.fields_by_name["request_body_mode"].enum_type
+    message.protocol_config.request_body_mode = modes.values_by_name[mode].number
+    return message
+
+
+def buffered_pick(answers: Iterable[Any]) -> list[str]:
+    """The endpoints of a pick carried by the buffered body's answer (header = metadata)."""
+    for answer in answers:
+        if answer.WhichOneof("response") == "request_body":
+            common = answer.request_body.response
+            assert common.clear_route_cache
+            assert not common.HasField("body_mutation")  # the body goes on unchanged
+            header = set_headers(answer, "request_body")[wire.DESTINATION]
+            lb = answer.dynamic_metadata.fields[wire.LB_NAMESPACE].struct_value
+            assert lb.fields[wire.DESTINATION].string_value == header
+            return header.split(",")
+    raise AssertionError(f"no pick in {list(answers)!r}")

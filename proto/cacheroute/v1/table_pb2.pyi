@@ -474,3 +474,44 @@ class ReplanInfo(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ReplanInfo: _TypeAlias = ReplanInfo  # noqa: Y015
+
+@_typing.final
+class TableDelta(_message.Message):
+    """What turns the table `base_version` into another (issue 33): a router holding `base_version`
+    fetches this instead of the whole target table when the control plane stored one, so a rollout
+    that moved 5% of the keys moves about 5% of the bytes (dataplane/core/table_delta.py).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FORMAT_FIELD_NUMBER: _builtins.int
+    BASE_VERSION_FIELD_NUMBER: _builtins.int
+    CHANGED_FIELD_NUMBER: _builtins.int
+    REMOVED_KEY_HASHES_FIELD_NUMBER: _builtins.int
+    format: _builtins.int
+    """Format version of this message's layout; 1 today. Routers reject formats they do not know."""
+    base_version: _builtins.str
+    removed_key_hashes: _builtins.bytes
+    """Key hashes of the base that the target does not hold (sorted, little-endian uint64)."""
+    @_builtins.property
+    def changed(self) -> Global___RoutingTable:
+        """The target table's header (pool, version, content_hash, created_at_unix_ms, node_ids,
+        params, stats, top_keys) and only its rows the base does not hold as they are: key_hashes,
+        set_offsets and set_members over those rows, members in the target's node_ids.
+        """
+
+    def __init__(
+        self,
+        *,
+        format: _builtins.int = ...,
+        base_version: _builtins.str = ...,
+        changed: Global___RoutingTable | None = ...,
+        removed_key_hashes: _builtins.bytes = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["changed", b"changed"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["base_version", b"base_version", "changed", b"changed", "format", b"format", "removed_key_hashes", b"removed_key_hashes"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TableDelta: _TypeAlias = TableDelta  # noqa: Y015
