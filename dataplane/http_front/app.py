@@ -354,6 +354,7 @@ class HttpFront:
                 health.failed(pool, retry.node_id, again.cause)
                 return await self._give_up(request, again, headers)
         health.succeeded(pool, headers["x-cacheroute-node"])  # it answered: alive
+        timer.node = headers["x-cacheroute-node"]  # its TTFT counts for this node
         return await self._relay(request, upstream, headers, pool, timer)
 
     async def _attempt(

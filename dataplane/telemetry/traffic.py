@@ -3,7 +3,9 @@
 Every ``report_interval`` the :class:`TrafficReporter` closes each pool's window (the serving
 thread only swaps in a fresh summary), builds the ``TrafficReport`` on a worker thread and appends
 it to the pool's traffic stream; when Redis is away the report is
-dropped and counted, so nothing grows while it is gone.
+dropped and counted, so nothing grows while it is gone. With ``node_ttft`` each report also
+carries the router's cumulative TTFT histogram per destination node of that pool
+(:mod:`dataplane.telemetry.node_ttft`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import structlog
 from cacheroute.v1 import cluster_pb2
 from cacheroute_state.interfaces import StoreUnavailableError, TelemetryStore
 from dataplane.core.heavy_hitters import TrafficCounter, Window
+from dataplane.telemetry.node_ttft import NodeTtftCounts
 from servekit.gil import fast_switched
 
 log = structlog.get_logger("dataplane.telemetry.traffic")
@@ -33,8 +36,10 @@ class TrafficReporter:
         router_id: str,
         interval_s: float,
         on_dropped: Callable[[int], None],
+        node_ttft: NodeTtftCounts | None = None,
     ) -> None:
         self._telemetry = telemetry
+        self._node_ttft = node_ttft
         self._counters = counters
         self._router_id = router_id
         self.interval_s = interval_s
@@ -62,7 +67,11 @@ class TrafficReporter:
             self.sent += 1
 
     def _reports(self, windows: list[tuple[str, Window]]) -> list[cluster_pb2.TrafficReport]:
-        return [window.report(self._router_id, pool) for pool, window in windows]
+        reports = [window.report(self._router_id, pool) for pool, window in windows]
+        if self._node_ttft is not None:
+            for report in reports:
+                report.node_ttft.extend(self._node_ttft.readings(report.pool))
+        return reports
 
     async def run(self) -> None:
         while True:
