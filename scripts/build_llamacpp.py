@@ -121,19 +121,19 @@ def _sdist() -> Path:
 def _run(cmd: list[str], out: IO[str], what: str) -> None:
     """Run one build step, log everything, and print ninja's ``[n/N]`` progress every 5%."""
     start = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    assert proc.stdout is not None
     shown = -1
-    for line in proc.stdout:
-        out.write(line)
-        step = _NINJA_STEP.match(line)
-        if step:
-            n, total = int(step[1]), int(step[2])
-            twentieth = n * 20 // total
-            if twentieth > shown:
-                shown = twentieth
-                _say(f"{what} step {n}/{total} ({time.monotonic() - start:.0f} s)")
-    if proc.wait() != 0:
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            out.write(line)
+            step = _NINJA_STEP.match(line)
+            if step:
+                n, total = int(step[1]), int(step[2])
+                twentieth = n * 20 // total
+                if twentieth > shown:
+                    shown = twentieth
+                    _say(f"{what} step {n}/{total} ({time.monotonic() - start:.0f} s)")
+    if proc.returncode != 0:
         raise subprocess.CalledProcessError(proc.returncode, cmd)
     _say(f"{what} done in {time.monotonic() - start:.0f} s")
 
