@@ -48,7 +48,7 @@ def test_the_fixture_has_the_binarys_names_and_help_texts(tmp_path: Path) -> Non
     page, truth = capture_page(require_binary(), tmp_path)
     fixture = (SAMPLES / "llamacpp.txt").read_text()
     assert _help_lines(page) == _help_lines(fixture)
-    assert "llamacpp:prompt_tokens_total Number of prompt tokens processed." in page
+    assert "prompt_tokens_total Number of prompt tokens processed, excluding cached tokens" in page
     assert 0 < truth["cached"] < truth["prompt"]
 
 
