@@ -21,10 +21,10 @@ reports it reads for load snapshots.
 
 Sources: an engine that exports no TTFT histogram (llama.cpp's ``llama-server``) would leave the
 windows empty, so the routers' own measurement (arrival to the answer's first body byte, per
-destination node, in their traffic reports) is kept beside the engines' under the source
-``router:<id>``. A window uses a node's engine readings when it has any and the routers' readings
-of that node otherwise, never both (one request would count twice); :class:`WindowQuantile`
-says which sources it used.
+destination node, each traffic report carrying its window's observations: deltas, added with
+:meth:`TtftWindows.add`) is kept beside the engines' under the source ``router:<id>``. A window
+uses a node's engine readings when it has any and the routers' readings of that node otherwise,
+never both (one request would count twice); :class:`WindowQuantile` says which sources it used.
 """
 
 from __future__ import annotations
@@ -95,15 +95,21 @@ class NodeWindow:
         if step is not None and self.last is not None and step is reading:
             self.resets += 1
         self.last, self.last_at_ms = reading, at_ms
-        if step is not None and step.total > 0:
+        if step is not None:
+            self.add(at_ms, step)
+        return True
+
+    def add(self, at_ms: int, step: Buckets) -> None:
+        """Keep one delta (observations new at ``at_ms``), and drop those past the retention."""
+        if step.total > 0:
             held = self.deltas[-1] if self.deltas else None
-            if held is not None and held[0] // SLOT_MS == at_ms // SLOT_MS:
-                self.deltas[-1] = (at_ms, _add(held[1], step))
+            same_slot = held is not None and held[0] // SLOT_MS == at_ms // SLOT_MS
+            if held is not None and same_slot and held[1].bounds == step.bounds:
+                self.deltas[-1] = (max(at_ms, held[0]), _add(held[1], step))
             else:
                 self.deltas.append((at_ms, step))
         while self.deltas and self.deltas[0][0] < at_ms - self.retention_ms:
             self.deltas.popleft()
-        return True
 
     def between(self, start_ms: int, end_ms: int) -> list[Buckets]:
         """Deltas stamped in ``(start_ms, end_ms]``."""
@@ -184,6 +190,13 @@ class TtftWindows:
         if window is None:
             window = self._nodes[(pool, node_id, source)] = NodeWindow(self.retention_ms)
         return window.observe(at_ms, reading)
+
+    def add(self, pool: str, node_id: str, at_ms: int, step: Buckets, source: str) -> None:
+        """Observations new at ``at_ms`` (a delta, not a cumulative reading): the routers'."""
+        window = self._nodes.get((pool, node_id, source))
+        if window is None:
+            window = self._nodes[(pool, node_id, source)] = NodeWindow(self.retention_ms)
+        window.add(at_ms, step)
 
     def forget(self, pool: str, keep: Sequence[str]) -> None:
         """Drop the windows of nodes of ``pool`` not in ``keep`` (removed nodes)."""

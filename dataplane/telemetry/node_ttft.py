@@ -3,10 +3,10 @@
 An engine that exports no TTFT histogram (llama.cpp's ``llama-server``) leaves the control plane's
 TTFT windows, and so the live guard and the fleet profile's windows, without samples. The HTTP
 front measures every answer anyway (``cacheroute_router_ttft_seconds``); this keeps the same
-measurement per (pool, node) as cumulative counts, which :class:`~dataplane.telemetry.traffic.
-TrafficReporter` attaches to each pool's report. Cumulative like a Prometheus histogram, so a
-dropped report loses nothing and the leader takes deltas; it restarts at zero with the router,
-which the leader reads as a counter reset. Bounded: at most :data:`MAX_NODES` nodes a pool.
+measurement per (pool, node), and :class:`~dataplane.telemetry.traffic.TrafficReporter` takes
+what was observed since the previous report into each pool's report (a histogram of that window:
+the leader adds it as is, reading each report once; a dropped report loses its window, as it loses
+its traffic counts). Bounded: at most :data:`MAX_NODES` nodes a pool.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ BOUNDS = (
 
 
 class NodeTtftCounts:
-    """Cumulative TTFT counts per pool and node (module docstring); safe across threads."""
+    """TTFT counts per pool and node since the last take (module docstring); thread-safe."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -45,10 +45,15 @@ class NodeTtftCounts:
             counts[bisect.bisect_left(BOUNDS, seconds)] += 1
             counts[-1] += seconds
 
-    def readings(self, pool: str) -> list[cluster_pb2.NodeTtft]:
-        """The pool's cumulative histograms, one per node that answered, sorted by node."""
+    def pending(self, pool: str) -> bool:
+        """Whether answers were timed since the pool's last :meth:`take`."""
         with self._lock:
-            nodes = {n: list(c) for n, c in self._pools.get(pool, {}).items()}
+            return bool(self._pools.get(pool))
+
+    def take(self, pool: str) -> list[cluster_pb2.NodeTtft]:
+        """The pool's histograms since the last take, one per node that answered, by node."""
+        with self._lock:
+            nodes = self._pools.pop(pool, {})
         found = []
         for node_id in sorted(nodes):
             counts = nodes[node_id]

@@ -4,8 +4,9 @@ Every ``report_interval`` the :class:`TrafficReporter` closes each pool's window
 thread only swaps in a fresh summary), builds the ``TrafficReport`` on a worker thread and appends
 it to the pool's traffic stream; when Redis is away the report is
 dropped and counted, so nothing grows while it is gone. With ``node_ttft`` each report also
-carries the router's cumulative TTFT histogram per destination node of that pool
-(:mod:`dataplane.telemetry.node_ttft`).
+carries the TTFT the router measured per destination node of that pool since its previous report
+(:mod:`dataplane.telemetry.node_ttft`); a pool that routed nothing in the window but has answers
+timed since gets a report with those alone, so the last answers of a burst are not held back.
 """
 
 from __future__ import annotations
@@ -48,14 +49,14 @@ class TrafficReporter:
 
     async def flush(self, timeout_s: float | None = None) -> None:
         now_ms = int(time.time() * 1000)
-        windows = [
-            (pool, window)
-            for pool, counter in self._counters()
-            if (window := counter.close_window(now_ms)) is not None
-        ]
+        windows: list[tuple[str, Window | None]] = []
+        for pool, counter in self._counters():
+            window = counter.close_window(now_ms)
+            if window is not None or (self._node_ttft and self._node_ttft.pending(pool)):
+                windows.append((pool, window))
         # Sorting 4,096 keys into a protobuf takes a few ms: a worker thread does it, so the
         # serving thread only waits for the GIL in 0.5 ms slices, not for the whole build.
-        reports = await asyncio.to_thread(fast_switched, self._reports, windows)
+        reports = await asyncio.to_thread(fast_switched, self._reports, windows, now_ms)
         for index, report in enumerate(reports):
             try:
                 async with asyncio.timeout(timeout_s or self.interval_s):
@@ -66,11 +67,21 @@ class TrafficReporter:
                 return
             self.sent += 1
 
-    def _reports(self, windows: list[tuple[str, Window]]) -> list[cluster_pb2.TrafficReport]:
-        reports = [window.report(self._router_id, pool) for pool, window in windows]
-        if self._node_ttft is not None:
-            for report in reports:
-                report.node_ttft.extend(self._node_ttft.readings(report.pool))
+    def _reports(
+        self, windows: list[tuple[str, Window | None]], now_ms: int
+    ) -> list[cluster_pb2.TrafficReport]:
+        reports = []
+        for pool, window in windows:
+            if window is not None:
+                report = window.report(self._router_id, pool)
+            else:  # answers timed, nothing routed: the TTFT alone
+                report = cluster_pb2.TrafficReport(
+                    router_id=self._router_id, pool=pool, window_start_unix_ms=now_ms,
+                    window_end_unix_ms=now_ms,
+                )  # fmt: skip
+            if self._node_ttft is not None:
+                report.node_ttft.extend(self._node_ttft.take(pool))
+            reports.append(report)
         return reports
 
     async def run(self) -> None:

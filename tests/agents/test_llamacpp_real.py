@@ -7,7 +7,8 @@ Marked ``llamacpp`` (needs the cached build, :func:`tests.support.llamacpp.requi
 * ``cachectl nodes list`` shows a llama.cpp node's KIND and a HIT within 2 points of the engine's
   own cached / (cached + processed) over the same traffic (issue 35, D1 and D5): every request
   shares half its prompt with the previous one on the same engine, so every interval's true hit
-  is ≈ 50% (the old reading, cached / processed, said ≈ 100%).
+  is ≈ 50% (the old reading, cached / processed, said ≈ 100%); the median of five readings is
+  compared (the test says why).
 * The pool's live-guard window gets the routers' TTFT samples, and ``cachectl status`` says the
   routers measured them (D3): llama-server exports no TTFT histogram.
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import statistics
 import subprocess
 import sys
 import time
@@ -37,6 +39,7 @@ from tests.support.real_fleet import FleetSpec, RealFleet
 
 pytestmark = [pytest.mark.llamacpp, pytest.mark.slow]
 
+READINGS = 5
 SHARED = "every question of this tenant opens with this shared text. " * 5  # 300 characters
 
 
@@ -93,10 +96,11 @@ async def test_nodes_list_kind_and_hit_and_the_routers_ttft_reach_status(fleet: 
             await _ask(session, f"http://{address}", _half_shared(100))
         before = {a: prompt_counters(a) for a in engines}
         deadline = time.monotonic() + 300
-        shown: dict[str, float] = {}
+        shown: dict[str, list[float]] = {node: [] for node in fleet.engine_addresses}
         rounds = 0
-        # Past a few agent intervals (1 s), until each node's last interval had prompts in it.
-        while len(shown) < len(engines) or rounds < 3:
+        # Past a few agent intervals (1 s), until each node showed a HIT (its last interval had
+        # prompts in it) several times.
+        while min(len(v) for v in shown.values()) < READINGS or rounds < 3:
             assert time.monotonic() < deadline, f"no HIT shown on every node: {shown}"
             rounds += 1
             for address in engines:
@@ -108,13 +112,19 @@ async def test_nodes_list_kind_and_hit_and_the_routers_ttft_reach_status(fleet: 
             for row in (r.split() for r in rows):
                 assert row[columns.index("KIND")] == "llamacpp"
                 if row[columns.index("HIT")] != "-" and rounds >= 3:
-                    shown[row[0]] = float(row[columns.index("HIT")].rstrip("%")) / 100
+                    shown[row[0]].append(float(row[columns.index("HIT")].rstrip("%")) / 100)
     for node, address in fleet.engine_addresses.items():
         now = prompt_counters(address)
         cached, processed = now[0] - before[address][0], now[1] - before[address][1]
         engine_hit = cached / (cached + processed)
         assert 0.4 < engine_hit < 0.6  # the workload's ≈ 50%, as the engine counts it
-        assert abs(shown[node] - engine_hit) <= 0.02, (node, shown[node], engine_hit)
+        # llama-server adds a request's cached tokens when its slot starts and its processed
+        # ones when the prompt is done, so an agent interval that ends between the two reads that
+        # one request as all-cached or all-processed: the engine's own counters over that
+        # interval say so too, but the whole run's do not. The median of several readings is
+        # free of such an interval.
+        median = statistics.median(shown[node])
+        assert abs(median - engine_hit) <= 0.02, (node, shown[node], engine_hit)
 
     async def routers_ttft_in_status() -> bool:
         pool = await fleet.status()

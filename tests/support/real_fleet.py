@@ -26,7 +26,7 @@ from typing import Any
 import grpc
 
 from cachectl.localcluster.processes import ManagedProcess, logged_values, python_module, stop_all
-from cacheroute.v1 import admin_pb2, admin_pb2_grpc
+from cacheroute.v1 import admin_pb2, admin_pb2_grpc, routing_pb2, routing_pb2_grpc
 from cacheroute_state.embedded import EmbeddedRedis
 from servekit.processes import free_port
 from tests.support.llamacpp import BENCH_MODEL, ModelShape, start_server, wait_healthy, write_model
@@ -50,6 +50,15 @@ class FleetSpec:
 
     def node_ids(self) -> list[str]:
         return [f"llama-{i}" for i in range(self.engines)]
+
+
+async def _all_route(addresses: Sequence[str]) -> bool:
+    """Every router answers a ``Route`` (it has seen the pool's nodes)."""
+    for address in addresses:
+        async with grpc.aio.insecure_channel(address) as channel:
+            stub: Any = routing_pb2_grpc.RouterServiceStub(channel)
+            await stub.Route(routing_pb2.RouteRequest(pool=POOL, key="readiness"), timeout=5)
+    return True
 
 
 class RealFleet:
@@ -120,9 +129,11 @@ class RealFleet:
         self.controlplane_address = await self._logged(
             self.controlplane, "control plane serving", "listen", deadline
         )
+        grpc_addresses = []
         for policy, proc in self.routers.items():
             port = await self._logged(proc, "router serving", "http_port", deadline)
             self.router_urls[policy] = f"http://{HOST}:{port}"
+            grpc_addresses.append(await self._logged(proc, "router serving", "address", deadline))
         engines = [
             a
             for n, addr in self.engine_addresses.items()
@@ -142,7 +153,7 @@ class RealFleet:
             try:
                 nodes = await self.nodes()
                 healthy = {n.record.node_id for n in nodes if n.load.healthy and not n.down}
-                if healthy >= set(self.spec.node_ids()):
+                if healthy >= set(self.spec.node_ids()) and await _all_route(grpc_addresses):
                     return
             except grpc.aio.AioRpcError:
                 pass

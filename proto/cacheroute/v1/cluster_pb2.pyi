@@ -323,8 +323,9 @@ class TrafficReport(_message.Message):
     @_builtins.property
     def node_ttft(self) -> _containers.RepeatedCompositeFieldContainer[Global___NodeTtft]:
         """Time to first token as this router measured it (arrival to the answer's first body byte, HTTP
-        front), per destination node, cumulative since the router started. The leader's TTFT windows
-        use it for a node whose engine exports no TTFT histogram (llama.cpp's llama-server).
+        front), per destination node: the answers that started since its previous report of the pool
+        (a report may carry only these, with no requests counted). The leader's TTFT windows use it
+        for a node whose engine exports no TTFT histogram (llama.cpp's llama-server).
         """
 
     def __init__(

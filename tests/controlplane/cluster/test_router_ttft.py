@@ -62,8 +62,6 @@ async def test_router_measured_ttft_feeds_the_guard_status_and_fleet_windows(
     recorder = FleetWindowRecorder(stores, windows, window_ms=60_000, min_samples=100)
     guard = LiveGuard(stores, windows, GuardSettings(window_s=60.0), ControlPlaneMetrics())
     counts = NodeTtftCounts()
-    await _route_and_report(stores, counts, 10)
-    await tracker.update(term=1)  # the first reading: a baseline, no delta yet
     assert await recorder.tick_all(now[0]) == []  # opens the window
     for step in range(1, 7):
         now[0] = 1_000 + step * 10_000
@@ -71,6 +69,8 @@ async def test_router_measured_ttft_feeds_the_guard_status_and_fleet_windows(
         await tracker.update(term=1)
     p99 = guard.pool_p99(POOL, now[0])
     assert p99.samples == 240 and p99.nodes == 2 and p99.source == "routers"
+    await tracker.update(term=1)  # a report read once counts once
+    assert guard.pool_p99(POOL, now[0]).samples == 240
     assert p99.value_s is not None and 0.5 < p99.value_s <= 0.75
     (window,) = await recorder.tick_all(now[0])
     assert window.samples == 240 and window.nodes == 2
@@ -82,8 +82,8 @@ async def test_an_engine_histogram_wins_over_the_routers_for_its_node() -> None:
     bounds = (0.1, 1.0)
     for at, total in ((1_000, 0.0), (2_000, 10.0)):
         windows.observe(POOL, "n1", at, Buckets(bounds, (total, total), total))  # engine
-        windows.observe(POOL, "n1", at, Buckets(bounds, (0.0, total), total), "router:r1")
-        windows.observe(POOL, "n2", at, Buckets(bounds, (0.0, total), total), "router:r1")
+    for node in ("n1", "n2"):
+        windows.add(POOL, node, 2_000, Buckets(bounds, (0.0, 10.0), 10.0), "router:r1")
     got = windows.quantile(POOL, 0.5, 0, 3_000)
     assert got.samples == 20 and got.nodes == 2  # n1 once (its engine's), n2 from the router
     assert got.source == "engines and routers"
@@ -94,21 +94,23 @@ async def test_a_removed_nodes_router_readings_are_forgotten_a_registered_ones_k
     windows = TtftWindows()
     bounds = (0.1, 1.0)
     for node in ("static", "gone"):
-        for at, total in ((1_000, 0.0), (2_000, 5.0)):
-            windows.observe(POOL, node, at, Buckets(bounds, (total, total), total), "router:r")
+        windows.add(POOL, node, 2_000, Buckets(bounds, (5.0, 5.0), 5.0), "router:r")
     reports: dict[str, ReportRecord] = {}
     feed_ttft(windows, POOL, reports, registered=["static"])
     got = windows.quantile(POOL, 0.5, 0, 3_000)
     assert got.samples == 5 and got.nodes == 1
 
 
-def test_node_counts_are_cumulative_histograms_in_the_front_metrics_bounds() -> None:
+def test_node_counts_are_histograms_since_the_last_take_in_the_front_metrics_bounds() -> None:
     counts = NodeTtftCounts()
     for seconds in (0.004, 0.005, 0.3, 500.0):
         counts.observe(POOL, "n1", seconds)
     counts.observe(POOL, "", 0.1)  # no node known (a door that does not say): not counted
     counts.observe("other", "n9", 0.1)
-    (reading,) = counts.readings(POOL)
+    assert counts.pending(POOL)
+    (reading,) = counts.take(POOL)
+    assert not counts.pending(POOL) and counts.take(POOL) == []
+    assert counts.pending("other")
     h: agent_pb2.LatencyHistogram = reading.ttft
     assert reading.node_id == "n1" and h.count == 4 and h.sum == pytest.approx(500.309)
     assert h.counts[0] == 2  # le 0.005: both
@@ -124,3 +126,21 @@ def test_status_says_who_measured_the_p99() -> None:
     pool.ttft_source = "engines"
     (line,) = [x for x in auto_lines(pool) if x.startswith("p99 TTFT")]
     assert line.endswith("(as the engines report it)")
+
+
+async def test_answers_timed_after_the_last_routed_window_still_get_reported(
+    memory_stores: Stores,
+) -> None:
+    counter = TrafficCounter(64)
+    counts = NodeTtftCounts()
+    reporter = TrafficReporter(
+        memory_stores.telemetry, lambda: [(POOL, counter)], router_id="r1", interval_s=1.0,
+        on_dropped=lambda n: None, node_ttft=counts,
+    )  # fmt: skip
+    await reporter.flush()
+    assert reporter.sent == 0  # nothing routed, nothing timed: no report
+    counts.observe(POOL, "n1", 0.2)  # the answer of a request routed in an earlier window
+    await reporter.flush()
+    _, (report,) = await memory_stores.telemetry.read_traffic(POOL, "0")
+    assert report.total_requests == 0 and not report.top_keys
+    assert [(e.node_id, e.ttft.count) for e in report.node_ttft] == [("n1", 1.0)]
