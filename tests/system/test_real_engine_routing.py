@@ -43,7 +43,7 @@ def _pooled(runs: list[RunSummary], arm: str) -> tuple[float, float]:
 
 async def test_the_plans_cached_share_beats_flat_lb_by_20_points(tmp_path: Path) -> None:
     spec = FleetSpec(engines=3, slots=2, context=4096, policies=ARMS)
-    workload = Workload(tenants=6, prefix_chars=600, rate_per_s=3.0, requests=30)
+    workload = Workload(tenants=6, prefix_chars=600, rate_per_s=2.0, requests=40)
     with RealFleet(spec, require_binary(), tmp_path / "fleet") as fleet:
         fleet.start()
         await fleet.wait_ready(180.0)
