@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/bench_real_engine.py
         [--arms flat,cacheroute,cacheroute_online,sglang,direct]
-        [--engines 4 --slots 4 --context 5120 --tenants 16 --requests 40 --rate 2 --repeats 3]
+        [--engines 4 --slots 4 --context 8192 --tenants 16 --requests 40 --rate 2 --repeats 3]
         [--json docs/results/real_engine.json]
 
 N engines (``-np`` slots, ``-cram 0``: no RAM prompt cache, so capacity is counted in prefixes),
@@ -79,7 +79,9 @@ def main() -> int:
     parser.add_argument("--arms", default="flat,cacheroute,cacheroute_online,sglang,direct")
     parser.add_argument("--engines", type=int, default=4)
     parser.add_argument("--slots", type=int, default=4)
-    parser.add_argument("--context", type=int, default=5120)
+    parser.add_argument(
+        "--context", type=int, default=8192, help="tokens, shared by an engine's slots"
+    )
     parser.add_argument("--ram-cache-mib", type=int, default=0)
     parser.add_argument("--tenants", type=int, default=16)
     parser.add_argument("--prefix-chars", type=int, default=1000)

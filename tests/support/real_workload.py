@@ -122,7 +122,8 @@ async def _one(
         ) as reply:
             node = reply.headers.get("x-cacheroute-node", base)
             if reply.status != 200:
-                return Answer(request.tenant, False, lag_s=lag, error=f"HTTP {reply.status}")
+                error = f"HTTP {reply.status}: {(await reply.text())[:300]}"
+                return Answer(request.tenant, False, lag_s=lag, error=error)
             async for raw in reply.content:
                 line = raw.strip()
                 if not line.startswith(b"data:") or line == b"data: [DONE]":
