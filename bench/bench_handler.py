@@ -3,12 +3,15 @@
     .venv/bin/python bench/bench_handler.py [--batches 300]
     PYTHONPATH=/path/to/other/checkout .venv/bin/python bench/bench_handler.py   # A/B
     .venv/bin/python bench/bench_handler.py --policies cacheroute,cacheroute_online  # same run
+    .venv/bin/python bench/bench_handler.py --policies cacheroute,cacheroute_conversation
 
 With ``--policies``, one router per policy on the same table, snapshot and requests, timed in
 alternating batches (A, B, A, B, ...) so both see the same machine; a session-aware policy is
 timed twice, without tokens (today's callers) and with every request carrying a valid session
-token (every conversation echoing), and the per-request differences from the first policy are
-printed. This mode times the thread's CPU, not wall time (see ``alternating``).
+token (every conversation echoing), and a third time with every request naming its conversation
+(``session_id``, as the HTTP doors fill it), and the per-request differences from the first
+policy are printed, with the doors' cost of deriving the conversation id from a chat body. This
+mode times the thread's CPU, not wall time (see ``alternating``).
 
 What gRPC does not do: parsing the request bytes, validation, the decision (policy, in-flight
 record, traffic count, sampling, metrics) and encoding the answer, on a 200,000-key
@@ -105,15 +108,43 @@ def compare(policies: list[str], batches: int) -> None:
                 echoed.session_token = encode("default", nodes[i % len(nodes)], 1)
                 tokened.append(echoed.SerializeToString())
             arms.append((f"{policy}+tokens", servicer, tokened))
+            conversations = []  # every request names its conversation (5,000 of them)
+            for i, r in enumerate(plain):
+                named = type(r)()
+                named.CopyFrom(r)
+                named.session_id = f"m:{i % 5_000:016x}"
+                conversations.append(named.SerializeToString())
+            arms.append((f"{policy}+session_id", servicer, conversations))
     per_request = asyncio.run(alternating(arms, batches))
     base = arms[0][0]
     base_p10 = float(np.percentile(per_request[base], 10))
     base_median = float(np.median(per_request[base]))
     print(f"{TREE}: servicer.Route, CPU per request, {batches} alternating batches of {BATCH}")
+    print(f"  the HTTP doors' conversation id of a 4 KiB first turn: {identity_cost():.2f} µs")
     for name, values in per_request.items():
         p10, median = float(np.percentile(values, 10)), float(np.median(values))
         print(f"  {name:<28} p10 {p10:6.2f} µs (Δ {p10 - base_p10:+.2f})  "
               f"median {median:6.2f} µs (Δ {median - base_median:+.2f})")  # fmt: skip
+
+
+def identity_cost(rounds: int = 20_000) -> float:
+    """µs of thread CPU per ``conversation_id`` of a chat whose first turn is ~4 KiB (a ~1,000-token
+    system prompt and a question): what the HTTP doors add per request for the identity."""
+    from dataplane.openai_api.conversation import conversation_id  # noqa: PLC0415
+
+    body = {
+        "model": "m",
+        "messages": [
+            {"role": "system", "content": "You are ACME's assistant. " * 160},
+            {"role": "user", "content": "Why was I charged twice this month?"},
+            {"role": "assistant", "content": "Let me check."},
+            {"role": "user", "content": "It was on May 3."},
+        ],
+    }
+    t0 = time.thread_time()
+    for _ in range(rounds):
+        conversation_id(body, {}, "chat")
+    return (time.thread_time() - t0) / rounds * 1e6
 
 
 def main() -> None:

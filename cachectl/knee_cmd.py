@@ -30,6 +30,7 @@ from typing import Any
 
 import aiohttp
 
+from cachectl.api_key import add_api_key_flags, api_key
 from cachectl.errors import CliError
 from cachectl.loadgen.openai_client import OpenAILoadClient
 from cachectl.loadgen.results import summarize
@@ -104,7 +105,7 @@ async def _probe(args: argparse.Namespace, workload: Any, qps: float, index: int
         qps=qps, duration_s=args.warmup + args.duration, seed=args.seed + index
     )
     client = OpenAILoadClient(
-        args.openai, model=args.model, api_key=args.api_key, request_timeout_s=args.request_timeout
+        args.openai, model=args.model, api_key=api_key(args), request_timeout_s=args.request_timeout
     )
     async with client:
         outcomes = await replay(
@@ -190,7 +191,7 @@ def register(sub: Any) -> None:
     )  # fmt: skip
     add = parser.add_argument
     add("--openai", required=True, metavar="URL", help="one engine's OpenAI-compatible base URL")
-    add("--api-key", help="bearer token (default: none)")
+    add_api_key_flags(parser, "--openai")
     add("--model", help="model name to send (default: the engine's own)")
     add("--slo", type=float, default=3.5, help="p99 TTFT bound, seconds (default: 3.5)")
     add("--start", type=float, default=1.0, help="first probe's rate, req/s (default: 1)")

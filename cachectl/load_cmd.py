@@ -28,6 +28,7 @@ from typing import Any
 
 import aiohttp
 
+from cachectl.api_key import add_api_key_flags, api_key
 from cachectl.errors import CliError
 from cachectl.loadgen.client import LoadClient
 from cachectl.loadgen.openai_client import OpenAILoadClient
@@ -63,7 +64,7 @@ def register(sub: Any) -> None:
         help="base URL of an OpenAI-compatible server (the router's HTTP front, an engine, "
         "vLLM), e.g. http://127.0.0.1:8080 (repeatable: requests go round-robin over them)",
     )
-    add("--api-key", help="bearer token for --openai (default: none)")
+    add_api_key_flags(parser, "--openai")
     add(
         "--workload",
         default=DEFAULT_WORKLOAD,
@@ -133,7 +134,7 @@ async def run(
         client = OpenAILoadClient(
             args.openai,
             model=args.model,
-            api_key=args.api_key,
+            api_key=api_key(args),
             pool=args.pool,
             request_timeout_s=args.request_timeout,
         )

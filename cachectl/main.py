@@ -1,14 +1,17 @@
 """`cachectl`: the operator CLI. Each command group lives in its own module.
 
 Errors a user can fix (bad flags, bad files, a server saying no) print one line,
-`cachectl: error: ...`, and exit with status 2. A closed output pipe (`cachectl ... | head`)
-ends quietly; Ctrl-C prints one line and exits 130.
+`cachectl: error: ...`, and exit with status 2; a move the rollout gates refused exits 1
+(`cachectl.errors`, docs/operations.md "Exit codes"). A closed output pipe (`cachectl ... |
+head`) ends quietly; Ctrl-C prints one line and exits 130.
 
 Conventions every command follows:
 
 * connection and output flags (`GLOBAL_OPTIONS`: `--target`, `--timeout`, the TLS flags,
-  `--token-file`, `--actor`, `--json`) go before or after the command, as with kubectl or gh:
-  `cachectl --target H:P status` is `cachectl status --target H:P`;
+  `--token-file`, `--actor`, `--json`) go before, between or after the command's words, as with
+  kubectl or gh: `cachectl --target H:P plan list`, `cachectl plan --target H:P list` and
+  `cachectl plan list --target H:P` are one command; every command that can read the control
+  plane accepts them (`plan route` and `plan diff` too: they take a stored version);
 * `--json` prints one JSON object on stdout (64-bit integers as strings, as in the proto3 JSON
   mapping the online commands use); `--out FILE` writes a file;
 * start-up is lazy: only the chosen group's module is imported, so `--help` and the offline
@@ -20,10 +23,11 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import re
 import sys
 from collections.abc import Sequence
 
-from cachectl.errors import CliError
+from cachectl.errors import EXIT_CODES, INTERRUPTED, USAGE_OR_REFUSED, CliError
 
 # name -> (module, one-line help). Each module exposes ``register(subparsers)``; its subcommands
 # set ``handler`` to a function ``(args) -> int``.
@@ -54,22 +58,31 @@ GLOBAL_OPTIONS: dict[str, bool] = {
 }
 
 
+SPHINX_ROLE = re.compile(r":(?:mod|func|class|meth|attr|data|exc):`")
+COMMAND_WORDS = 2  # a group and its subcommand: `plan list`, `nodes add`
+
+
 def hoist_global_options(argv: Sequence[str]) -> list[str]:
-    """Move the global options found before the command to after it (argparse reads them
-    there, on the subcommand's own parser)."""
+    """Move the global options found before or between the command's words (``cachectl
+    --target X plan list``, ``cachectl plan --target X list``) to after them: argparse reads them
+    on the subcommand's own parser. The scan stops at the first other option or the first word
+    after the command's, so no option's value is ever taken for a global option."""
     moved: list[str] = []
+    words: list[str] = []
     rest = list(argv)
-    i = 0
-    while i < len(rest):
-        token = rest[i]
+    while rest:
+        token = rest[0]
         name = token.split("=", 1)[0]
-        if not token.startswith("--") or name not in GLOBAL_OPTIONS:
+        if token.startswith("--") and name in GLOBAL_OPTIONS:
+            takes_value = GLOBAL_OPTIONS[name] and "=" not in token
+            width = 2 if takes_value and len(rest) > 1 else 1
+            moved.extend(rest[:width])
+            del rest[:width]
+        elif not token.startswith("-") and len(words) < COMMAND_WORDS:
+            words.append(rest.pop(0))
+        else:
             break
-        takes_value = GLOBAL_OPTIONS[name] and "=" not in token
-        width = 2 if takes_value and i + 1 < len(rest) else 1
-        moved.extend(rest[i : i + width])
-        del rest[i : i + width]
-    return [*rest, *moved] if moved else rest
+    return [*words, *rest, *moved]
 
 
 def _version() -> str:
@@ -94,8 +107,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         prog="cachectl",
         description="CacheRoute operator CLI: plans, rollouts, nodes, simulation, local demo.",
         epilog="Connection and output flags (--target, --timeout, --tls-*, --token-file, "
-        "--actor, --json) may also come before COMMAND. Each command's --help lists its own "
-        "flags with their defaults.",
+        "--actor, --json) may also come before or between the command's words. Each command's "
+        f"--help lists its own flags with their defaults. {EXIT_CODES[0].upper()}"
+        f"{EXIT_CODES[1:]}.",
     )
     parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="group", metavar="COMMAND", required=True)
@@ -108,15 +122,20 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def _plain(text: str) -> str:
+    """Sphinx markup as a terminal shows code: ``x`` and :mod:`x` both as `x`."""
+    return SPHINX_ROLE.sub("`", text.replace("``", "`"))
+
+
 def _plain_help(parser: argparse.ArgumentParser) -> None:
-    """Help texts come partly from docstrings: show ``code`` markup as `code`."""
-    parser.description = parser.description and parser.description.replace("``", "`")
+    """Help texts come partly from docstrings: show their markup plainly (:func:`_plain`)."""
+    parser.description = parser.description and _plain(parser.description)
     for action in parser._actions:
         if action.help:
-            action.help = action.help.replace("``", "`")
+            action.help = _plain(action.help)
         if isinstance(action, argparse._SubParsersAction):
             for choice in action._choices_actions:
-                choice.help = choice.help and choice.help.replace("``", "`")
+                choice.help = choice.help and _plain(choice.help)
             for child in action.choices.values():
                 _plain_help(child)
 
@@ -139,10 +158,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.handler(args))
     except CliError as exc:
         print(f"cachectl: error: {exc}", file=sys.stderr)
-        return 2
+        return USAGE_OR_REFUSED
     except KeyboardInterrupt:
         print("cachectl: interrupted", file=sys.stderr)
-        return 130
+        return INTERRUPTED
     except BrokenPipeError:
         _quiet_closed_stdout()
         return 0

@@ -21,6 +21,7 @@ from cachectl.errors import CliError
 from cachectl.output import print_json, print_table
 from cacheroute.v1 import admin_pb2, agent_pb2, cluster_pb2
 from controlplane.core.node_states import state_of
+from dataplane.core.addresses import InvalidEndpointError, check_endpoint
 
 HEADERS = (
     "NODE", "ADDRESS", "KIND", "STATE", "LOAD", "RUNNING", "WAITING", "HIT", "WEIGHT", "REPORT_AGE"
@@ -61,6 +62,10 @@ def node_rows(nodes: list[admin_pb2.NodeStatus]) -> list[list[object]]:
 def _add(args: argparse.Namespace) -> int:
     if not (math.isfinite(args.weight) and args.weight >= 0):
         raise CliError(f"--weight must be a number >= 0, got {args.weight}")
+    try:
+        check_endpoint(args.address)
+    except InvalidEndpointError as exc:
+        raise CliError(f"--address {args.address!r}: {exc}") from None
     request = admin_pb2.AddNodeRequest(
         pool=args.pool, node_id=args.node_id, address=args.address, weight=args.weight
     )

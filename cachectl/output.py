@@ -1,9 +1,15 @@
-"""Human and machine output: aligned tables for people, one JSON object for scripts."""
+"""Human and machine output: aligned tables for people, one JSON object for scripts.
+
+A table cell shows control and format characters escaped (``\\n``, ``\\x00``, ``\\u202e``):
+cells hold what clients claimed (an audit actor, a node address), and a newline in one printed
+as a forged row of ``cachectl audit``. JSON output is escaped by JSON itself.
+"""
 
 from __future__ import annotations
 
 import json
 import sys
+import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
@@ -43,4 +49,17 @@ def print_table(
 def _cell(value: object) -> str:
     if isinstance(value, float):
         return f"{value:.4g}" if abs(value) < 1e5 else f"{value:.0f}"
-    return str(value)
+    return escaped(str(value))
+
+
+_UNPRINTABLE = {"Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn"}
+
+
+def escaped(text: str) -> str:
+    """``text`` with every control, format or unassigned character written as an escape."""
+    if text.isprintable():
+        return text
+    return "".join(
+        c.encode("unicode_escape").decode("ascii") if unicodedata.category(c) in _UNPRINTABLE else c
+        for c in text
+    )

@@ -2,37 +2,33 @@
 
 This module owns the ``plan`` parsers; where a plan lives decides which module does the work:
 
-* **files** (:mod:`cachectl.plan_offline`, available now): ``build --rates FILE --out PLAN``,
-  ``show PLAN``, ``route PLAN --key K``;
+* **files** (:mod:`cachectl.plan_offline`): ``build --rates FILE --out PLAN``, ``show PLAN``,
+  ``route PLAN --key K``, ``diff PLAN1 PLAN2``;
 * **the control plane** (:mod:`cachectl.plan_online`): ``build`` without ``--rates`` (from the
-  live rate estimates), ``show VERSION`` for a stored version (an argument that is an existing file
-  stays offline), and the ``import``, ``list``, ``diff``, ``rollout``, ``rollback`` and ``shadow``
-  subcommands, all talking to ``--target HOST:PORT``.
+  live rate estimates), ``show``, ``route`` and ``diff`` of stored versions (an argument naming
+  an existing file stays offline: :mod:`cachectl.plan_refs`), and the ``import``, ``list``,
+  ``rollout``, ``rollback`` and ``shadow`` subcommands, all talking to ``--target HOST:PORT``.
 """
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-from cachectl import plan_auto_cmd, plan_moves, plan_offline, plan_online
+from cachectl import (
+    plan_auto_cmd,
+    plan_diff_cmd,
+    plan_moves,
+    plan_offline,
+    plan_online,
+    plan_refs,
+    plan_shadow_cmd,
+)
 from cachectl.admin_client import add_target_flags
-from cachectl.errors import CliError
 from dataplane.core.table import PLACEMENTS
 
 Register = Callable[[Any], None]
-
-
-def _plan_file(ref: str) -> Path | None:
-    """The plan file ``ref`` names, or None when no such path exists (a stored version id)."""
-    path = Path(ref)
-    if path.is_file():
-        return path
-    if path.exists():
-        raise CliError(f"{ref}: not a plan file")
-    return None
 
 
 # -- handlers ---------------------------------------------------------------------------------
@@ -45,17 +41,14 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    path = _plan_file(args.plan)
+    path = plan_refs.plan_file(args.plan)
     if path is None:
         return plan_online.show(args, args.plan)
     return plan_offline.show(args, path)
 
 
 def _route(args: argparse.Namespace) -> int:
-    path = _plan_file(args.plan)
-    if path is None:
-        raise CliError(f"{args.plan}: no such plan file")
-    return plan_offline.route(args, path)
+    return plan_offline.route(args, plan_refs.read_table(args, args.plan))
 
 
 # -- parsers ----------------------------------------------------------------------------------
@@ -135,7 +128,8 @@ def _register_route(sub: Any) -> None:
         "route",
         help="what a router would decide for a key (equal loads, all healthy)",
     )
-    parser.add_argument("plan", metavar="PLAN", help="plan file")
+    parser.add_argument("plan", metavar="PLAN", help="plan file, or a stored VERSION (online)")
+    parser.add_argument("--pool", default="", help="online: pool of VERSION (default: default)")
     parser.add_argument("--key", required=True, help="business key")
     parser.add_argument(
         "--policy", default="cacheroute", help="routing policy (default: %(default)s)"
@@ -143,6 +137,7 @@ def _register_route(sub: Any) -> None:
     parser.add_argument("--prompt", help="prompt text, for policies that use prefix history")
     parser.add_argument("--seed", type=int, default=0, help="policy RNG seed (default: 0)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    add_target_flags(parser)
     parser.set_defaults(handler=_route)
 
 
@@ -151,6 +146,8 @@ SUBCOMMANDS: tuple[Register, ...] = (
     _register_show,
     _register_route,
     plan_online.register,
+    plan_diff_cmd.register,
+    plan_shadow_cmd.register,
     plan_moves.register,
     plan_auto_cmd.register,
 )

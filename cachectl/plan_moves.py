@@ -2,7 +2,8 @@
 
 Every move is one compare-and-set through the control plane's gates (issue 24): a refusal comes
 back as typed ``ActivationRefused`` details, printed as the gates that said no and the
-``--skip-gate`` that would go past each; a refusal exits 1 (a decision), a usage error 2.
+``--skip-gate`` that would go past each; a refusal exits 1 (a decision), a usage error or any
+other refusal 2 (:data:`cachectl.errors.EXIT_CODES`, docs/operations.md "Exit codes").
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 
 from cachectl.admin_client import AdminError, connect, to_json
 from cachectl.admin_client import actor as actor_of
-from cachectl.errors import CliError
+from cachectl.errors import REFUSED_BY_GATE, CliError
 from cachectl.output import print_json
 from cachectl.plan_online import destinations_line, pointer_line, subcommand
 from cacheroute.v1 import admin_pb2, cluster_pb2
@@ -53,12 +54,12 @@ def _moved(
             raise
         if args.json:
             print_json({"refused": to_json(refused)})
-        print(f"cachectl: {exc}", file=sys.stderr)
+        print(f"cachectl: error: {exc}", file=sys.stderr)
         gates = " ".join(f"--skip-gate {r.gate}" for r in refused.refusals)
         print(
             f"refused by: {', '.join(r.gate for r in refused.refusals)} ({gates})", file=sys.stderr
         )
-        return None  # the gates said no: a decision, not a usage error (exit 1)
+        return None  # the gates said no: a decision, not a usage error (REFUSED_BY_GATE)
     return pointer
 
 
@@ -72,7 +73,7 @@ def _rollout(args: argparse.Namespace) -> int:
     with connect(args) as client:
         pointer = _moved(args, client, client.plans.Rollout, request)
         if pointer is None:
-            return 1
+            return REFUSED_BY_GATE
         try:
             shown = client.call(
                 client.plans.GetPlan,
@@ -109,7 +110,7 @@ def _rollback(args: argparse.Namespace) -> int:
         request.expected_generation = args.expect_generation
     with connect(args) as client:
         pointer = _moved(args, client, client.plans.Rollback, request)
-    return 1 if pointer is None else _print_pointer(args, pointer)
+    return REFUSED_BY_GATE if pointer is None else _print_pointer(args, pointer)
 
 
 def _generation(text: str) -> int:

@@ -144,10 +144,11 @@ def build(args: argparse.Namespace) -> int:
     write_atomically(out, data)
     if args.json:
         summary = plan_report.plan_summary(table, table_bytes=len(data))
-        print_json({**summary, "out": str(out), "bytes": len(data)})
+        print_json({**summary, "out": str(out)})
     else:
         print(f"wrote plan {table.version} to {out} ({len(data):,} bytes)")
         print("\n".join(plan_report.summary_lines(table)))
+        print(f"to route with it: cachectl plan import {out}, then the steps it prints")
     return 0
 
 
@@ -196,8 +197,9 @@ def show(args: argparse.Namespace, path: Path) -> int:
 # -- route ------------------------------------------------------------------------------------
 
 
-def route(args: argparse.Namespace, path: Path) -> int:
-    """``plan route FILE --key K``: a router's decision with all loads 0 and all nodes healthy."""
+def route(args: argparse.Namespace, table: RoutingTable) -> int:
+    """``plan route PLAN --key K``: a router's decision with all loads 0 and all nodes healthy
+    (``table`` from a file or a stored version: :mod:`cachectl.plan_refs`)."""
     try:
         validate_key(args.key)
     except InvalidKeyError as exc:
@@ -206,7 +208,6 @@ def route(args: argparse.Namespace, path: Path) -> int:
         policy = make_policy(args.policy, seed=args.seed)
     except UnknownPolicyError as exc:
         raise CliError(f"--policy: {exc}") from None
-    table = read_plan(path)
     view = LoadView(NodeSet(table.node_ids), table=table)
     key_hash = hash_key(args.key)
     blocks = prompt_blocks(args.prompt) if args.prompt else ()

@@ -1,41 +1,36 @@
 """The online ``plan`` commands: talk to a control plane (``--target HOST:PORT``).
 
-``register(sub)`` adds ``import``, ``list``, ``diff``, ``prune`` and ``shadow`` to the ``plan``
-group (the pointer moves, ``rollout``, ``rollback`` and ``disable``, are
-:mod:`cachectl.plan_moves`); :func:`build` and :func:`show` are the online modes of ``plan
-build`` (no ``--rates``: from the live rate estimates) and ``plan show VERSION`` (a stored
-version), which ``cachectl.plan_cmd`` dispatches to. Every command takes ``--json`` (one JSON
-object, the proto3 JSON mapping of the answer) and otherwise prints aligned tables.
+``register(sub)`` adds ``import``, ``list`` and ``prune`` to the ``plan`` group (the pointer
+moves, ``rollout``, ``rollback`` and ``disable``, are :mod:`cachectl.plan_moves`; ``shadow`` is
+:mod:`cachectl.plan_shadow_cmd`, ``diff`` :mod:`cachectl.plan_diff_cmd`); :func:`build` and
+:func:`show` are the online modes of ``plan build`` (no ``--rates``: from the live rate
+estimates) and ``plan show VERSION`` (a stored version), which ``cachectl.plan_cmd`` dispatches
+to. Every command takes ``--json`` (one JSON object, the proto3 JSON mapping of the answer) and
+otherwise prints aligned tables.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
 from google.protobuf.message import DecodeError
 
+from cachectl.admin_client import actor as actor_of
 from cachectl.admin_client import (
-    TARGET_ENV,
-    AdminError,
     add_target_flags,
     age_text,
     connect,
     to_json,
 )
-from cachectl.admin_client import actor as actor_of
 from cachectl.errors import CliError
 from cachectl.output import print_json, print_table
-from cachectl.sim_gate_cmd import print_shadow
+from cachectl.plan_refs import fetch_plan
 from cacheroute.v1 import admin_pb2, cluster_pb2, table_pb2
-from dataplane.core.names import VERSION_PATTERN
 
 # Flags of the offline ``plan build`` that mean nothing to a live build.
 OFFLINE_ONLY_BUILD_FLAGS = ("num_nodes", "nodes", "out", "weights")
-
-SHADOW_TIMEOUT_S = 900.0  # plan shadow waits this long at least: the replay runs minutes
 
 
 def pointer_line(pointer: cluster_pb2.ActivePointer) -> str:
@@ -60,6 +55,16 @@ def verdict_text(verdict: table_pb2.ShadowVerdict) -> str:
     if not verdict.decided_at_unix_ms:
         return "-"
     return table_pb2.ShadowVerdict.Outcome.Name(verdict.outcome).removeprefix("OUTCOME_").lower()
+
+
+def next_steps(version: str) -> list[str]:
+    """What a stored plan goes through before it routes: the rollout's shadow gate refuses a
+    version without a passing verdict, so its step comes first."""
+    return [
+        f"next: cachectl plan shadow {version}    (the shadow gate: a rollout needs a passing "
+        "verdict)",
+        f"then: cachectl plan rollout {version}",
+    ]
 
 
 def _summary_rows(plans: list[admin_pb2.PlanSummary]) -> list[list[object]]:
@@ -170,7 +175,7 @@ def build(args: argparse.Namespace) -> int:
         print_json(to_json(summary))
     else:
         _print_plan(summary, "built")
-        print(f"roll it out with: cachectl plan rollout {summary.metadata.version}")
+        print("\n".join(next_steps(summary.metadata.version)))
     return 0
 
 
@@ -180,26 +185,8 @@ def show(args: argparse.Namespace, version: str) -> int:
     ``version`` is what the user typed where a plan file was expected and no such file exists,
     so the errors say both: no file, and (for a version-shaped argument) what the server said.
     """
-    if not VERSION_PATTERN.match(version):
-        raise CliError(f"{version}: no such plan file (nor a plan version: p + 16 hex digits)")
     request = admin_pb2.GetPlanRequest(pool=args.pool or "", version=version, top_keys=args.top)
-    with connect(args) as client:
-        try:
-            plan = client.call(client.plans.GetPlan, request)
-        except AdminError as exc:
-            if exc.code.name == "NOT_FOUND":
-                raise CliError(
-                    f"{version}: no such plan file, and the control-plane at {client.address} "
-                    f"has no stored version {version} in pool {args.pool or 'default'} "
-                    "(`cachectl plan list` shows the stored ones)"
-                ) from None
-            if exc.code.name == "UNAVAILABLE":
-                raise CliError(
-                    f"{version}: no such plan file, and no control-plane answered at "
-                    f"{client.address} to look it up as a stored version (is it running? "
-                    f"--target or ${TARGET_ENV})"
-                ) from None
-            raise
+    plan = fetch_plan(args, request)
     if args.json:
         print_json(to_json(plan))
         return 0
@@ -232,6 +219,7 @@ def _import(args: argparse.Namespace) -> int:
         print_json(to_json(summary))
     else:
         _print_plan(summary, "stored")
+        print("\n".join(next_steps(summary.metadata.version)))
     return 0
 
 
@@ -250,38 +238,6 @@ def _list(args: argparse.Namespace) -> int:
     return 0
 
 
-def _diff(args: argparse.Namespace) -> int:
-    request = admin_pb2.DiffPlansRequest(
-        pool=args.pool or "", from_version=args.old, to_version=args.new, limit=args.limit
-    )
-    with connect(args) as client:
-        diff = client.call(client.plans.DiffPlans, request)
-        target = client.call(
-            client.plans.GetPlan,
-            admin_pb2.GetPlanRequest(pool=args.pool or "", version=args.new, top_keys=1),
-        ).summary.metadata
-    if args.json:
-        print_json(to_json(diff))
-        return 0
-    print(f"{diff.from_version} -> {diff.to_version}: churn {diff.churn:.2%}")
-    line = replan_line(target)
-    if line:
-        print(f"{diff.to_version} was {line}")
-    print_table(
-        ("KEYS_FROM", "KEYS_TO", "ADDED", "REMOVED", "MOVED", "UNCHANGED"),
-        [[diff.keys_from, diff.keys_to, diff.keys_added, diff.keys_removed, diff.keys_moved,
-          diff.keys_unchanged]],
-    )  # fmt: skip
-    if diff.moves:
-        rows = [
-            [m.key or f"#{m.key_hash:016x}", ",".join(m.from_node_ids), ",".join(m.to_node_ids)]
-            for m in diff.moves
-        ]
-        print(f"moved keys (up to {args.limit}, highest rate first):")
-        print_table(("KEY", "FROM", "TO"), rows)
-    return 0
-
-
 def _prune(args: argparse.Namespace) -> int:
     """``plan prune``: delete old versions; never the active one or the rollback target."""
     if args.keep is not None and args.keep < 1:
@@ -291,42 +247,25 @@ def _prune(args: argparse.Namespace) -> int:
     )
     with connect(args) as client:
         answer = client.call(client.plans.PrunePlans, request)
+        # The answer names what went and what was kept for a reason; the newest N kept are
+        # what the pool lists besides those (issue 34: the report hid them).
+        size = answer.kept + len(answer.protected) + len(answer.removed) + 1
+        listed = client.call(
+            client.plans.ListPlans, admin_pb2.ListPlansRequest(pool=args.pool or "", limit=size)
+        )
     if args.json:
         print_json(to_json(answer))
         return 0
     verb = "would remove" if args.dry_run else "removed"
     print(f"kept the newest {answer.kept}; {verb} {len(answer.removed)}")
+    gone = set(answer.removed) | set(answer.protected)
+    newest = [p.metadata.version for p in listed.plans if p.metadata.version not in gone]
     rows: list[list[object]] = [[v, verb] for v in answer.removed]
     rows += [[v, f"kept: {why}"] for v, why in sorted(answer.protected.items())]
+    rows += [[v, "kept: newest"] for v in newest]
     if rows:
         print_table(("VERSION", "OUTCOME"), rows)
     return 0
-
-
-def _shadow(args: argparse.Namespace) -> int:
-    """``plan shadow VERSION``: replay on the control plane, store and print the verdict."""
-    if args.trace is not None and args.recent is not None:
-        raise CliError("--trace and --recent are alternatives: give one")
-    request = admin_pb2.ShadowPlanRequest(
-        pool=args.pool or "", version=args.version, actor=actor_of(args),
-        trace_path=str(Path(args.trace).resolve()) if args.trace else "",
-        recent_minutes=args.recent or 0, profile=args.profile or "", nodes=args.nodes or 0,
-    )  # fmt: skip
-    if args.recent is not None and args.recent < 1:
-        raise CliError(f"--recent must be >= 1 minute, got {args.recent}")
-    with connect(args) as client:
-        client.timeout_s = max(client.timeout_s, SHADOW_TIMEOUT_S)  # a replay takes minutes
-        verdict = client.call(client.plans.ShadowPlan, request)
-    document = json.loads(verdict.report_json) if verdict.report_json else {}
-    document.update(version=args.version, source=verdict.source)
-    if args.json:
-        print_json(document)
-    else:
-        print(f"{args.version} on {verdict.source}")
-        print_shadow(document)
-    return (
-        1 if verdict.outcome != table_pb2.ShadowVerdict.Outcome.OUTCOME_PASS and args.strict else 0
-    )
 
 
 # -- parsers ----------------------------------------------------------------------------------
@@ -355,11 +294,6 @@ def register(sub: Any) -> None:
     p = subcommand(sub, "list", "stored plan versions, newest first, and the active one", _list)
     p.add_argument("--limit", type=int, default=50, help="how many (default: %(default)s)")
 
-    p = subcommand(sub, "diff", "keys moved, added and removed between two versions", _diff)
-    p.add_argument("old", metavar="V1", help="from version")
-    p.add_argument("new", metavar="V2", help="to version")
-    p.add_argument("--limit", type=int, default=20, help="moved keys to list (default: 20)")
-
     p = subcommand(
         sub, "prune",
         "delete stored versions beyond the newest N; never the active one, the rollback target "
@@ -371,22 +305,3 @@ def register(sub: Any) -> None:
         help="newest versions to keep (default: the control plane's --plan-retention)",
     )  # fmt: skip
     p.add_argument("--dry-run", action="store_true", help="say what would go, delete nothing")
-
-    p = subcommand(
-        sub, "shadow", "replay a version against Flat-LB and record the verdict", _shadow
-    )
-    p.add_argument("version", metavar="VERSION")
-    p.add_argument(
-        "--trace",
-        metavar="FILE",
-        help="a trace file the simulator reads (path as the control plane sees it)",
-    )
-    p.add_argument(
-        "--recent",
-        type=int,
-        metavar="MINUTES",
-        help="the routers' sampled trace of the last MINUTES (default 10)",
-    )
-    p.add_argument("--profile", help="the pool's engine profile in the simulator (default 70B)")
-    p.add_argument("--nodes", type=int, metavar="R", help="default: the plan's destinations")
-    p.add_argument("--strict", action="store_true", help="exit 1 unless the verdict is pass")

@@ -1,9 +1,13 @@
 """Read a rates file (CSV ``key,rate``) into planner input, with errors that name the line.
 
 The file is an operator's hand-made or exported list, so every problem is reported the way an
-editor would want it: ``RATES:LINE: what is wrong``. Keys are taken verbatim (no trimming: a key
-is an opaque identifier and the router hashes exactly what callers send); rates are requests/s,
-finite and ≥ 0. Blank lines are skipped.
+editor would want it: ``RATES:LINE: what is wrong``. A key is an opaque identifier the router
+hashes exactly as callers send it, so the reader refuses what would silently plan a key no caller
+sends (issue 34) rather than guess: spaces around a key or a rate (``" acme "`` is not
+``acme``), a key starting with ``#`` (a comment line would become a warm key; the format has no
+comments), and a key starting with ``~`` (reserved for the keys routers derive from prompts,
+``~d1.…``, which only live rates can plan). Rates are requests/s written as plain decimal numbers
+(``1000``, ``2.5``, ``1e3``; not ``1_000`` or ``0x10``), finite and ≥ 0. Blank lines are skipped.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +26,12 @@ from dataplane.core.keys import InvalidKeyError, hash_key, validate_key
 from dataplane.core.table import F64Array, U64Array
 
 HEADER = ("key", "rate")
+PLAIN_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+RESERVED_STARTS = {
+    "#": "starts with '#', but a rates file has no comments: delete the line",
+    "~": "starts with '~', reserved for the keys routers derive from prompts (~d1.…), which only "
+    "a live build plans (cachectl plan build without --rates)",
+}
 
 
 @dataclass(frozen=True)
@@ -48,13 +59,35 @@ def _read_text(path: Path) -> str:
         raise CliError(f"{path}:{line}: not valid UTF-8 text") from None
 
 
+def _check_key(key: str, where: str) -> None:
+    try:
+        validate_key(key)
+    except InvalidKeyError as exc:
+        raise CliError(f"{where}: {exc}") from None
+    if key != key.strip():
+        raise CliError(
+            f"{where}: key {key!r} has spaces around it; keys are matched byte for byte, so "
+            f"write {key.strip()!r} (or, if the spaces are really part of the key, rename it)"
+        )
+    for start, why in RESERVED_STARTS.items():
+        if key.startswith(start):
+            raise CliError(f"{where}: key {key!r} {why}")
+
+
 def _parse_rate(text: str, where: str) -> float:
+    if text != text.strip():
+        raise CliError(f"{where}: rate {text!r} has spaces around it; write {text.strip()!r}")
     try:
         rate = float(text)
     except ValueError:
         raise CliError(f"{where}: rate {text!r} is not a number") from None
     if not math.isfinite(rate):
         raise CliError(f"{where}: rate {text!r} is not finite")
+    if not PLAIN_NUMBER.fullmatch(text):
+        raise CliError(
+            f"{where}: rate {text!r} is not a plain decimal number (digits, one '.', an optional "
+            "exponent: 1000, 2.5, 1e3)"
+        )
     if rate < 0:
         raise CliError(f"{where}: rate {text!r} is negative")
     return rate
@@ -95,10 +128,7 @@ def read_rates(path: Path) -> Rates:
             if len(row) != 2:
                 raise CliError(f"{where}: expected 2 fields (key,rate), got {len(row)}")
             key, rate_text = row
-            try:
-                validate_key(key)
-            except InvalidKeyError as exc:
-                raise CliError(f"{where}: {exc}") from None
+            _check_key(key, where)
             rate = _parse_rate(rate_text, where)
             key_hash = hash_key(key)
             if key_hash in first_line:

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cachectl import sim_gate_cmd
+from cachectl import provenance, sim_gate_cmd
 from cachectl.errors import CliError
 from cachectl.output import print_json, print_table
 from dataplane.core.policies.registry import POLICIES
@@ -270,6 +270,7 @@ def _study(args: argparse.Namespace, policies: tuple[str, ...], title: str) -> i
         print("\r" + progress_bar(done, total, time.perf_counter() - started), end="",
               file=sys.stderr)  # fmt: skip
 
+    started_at = provenance.now()
     records = run_study(
         workload, policies, settings, ladder=ladder, seeds=seeds, jobs=args.jobs,
         progress=progress,
@@ -292,7 +293,7 @@ def _study(args: argparse.Namespace, policies: tuple[str, ...], title: str) -> i
     if out or to_stdout:
         document = study_document(
             args.workload, policies, ladder, seeds, slos, ref_qps, settings, records, elapsed
-        )
+        ) | {"provenance": provenance.provenance(started_at)}
         if out:
             Path(out).write_text(json.dumps(document, indent=1) + "\n")
         if to_stdout:

@@ -165,8 +165,13 @@ def measured_q_cap_of(workload: Any, profile: EngineProfile) -> float:
 
 
 def print_shadow(document: dict[str, Any]) -> None:
-    """The human form of a shadow report (shared with ``plan shadow``)."""
+    """The human form of a shadow report (shared with ``plan shadow``, whose inconclusive
+    verdict has a reason but no replay)."""
     print(f"verdict: {document['verdict']} ({document['reason']})")
+    if "capacity_qps" not in document:
+        if document.get("samples") is not None:
+            print(f"{document['samples']:,} sampled requests; profile {document['profile']}")
+        return
     caps = document["capacity_qps"]
     print(f"capacity at p99 <= {document['tests']['slo_s']:g} s: candidate "
           f"{caps['cacheroute']:.1f} QPS, Flat-LB {caps['flat']:.1f} QPS")  # fmt: skip

@@ -83,12 +83,28 @@ def auto_lines(pool: admin_pb2.PoolStatus) -> list[str]:
     return lines
 
 
+# What a pool without a plan gets (issue 34: users of the SGLang router or llm-d expect affinity
+# from the first request). Routers do not report their policy, so this names the default's
+# behaviour and the flag that changes it; docs/operations.md, "Before the first plan".
+BEFORE_THE_FIRST_PLAN = (
+    "before a plan, routers send every key by their --policy's tail: with the default "
+    "(cacheroute) power-of-two choices on load, so one key's requests spread over the engines "
+    "with no prefix affinity (reason no_table); --policy cacheroute_online keeps each key on its "
+    "hash-ring home from the first request",
+    "first plan: cachectl plan build, then plan shadow V and plan rollout V "
+    "(or cachectl plan auto enable)",
+)
+
+
 def _print_pool(pool: admin_pb2.PoolStatus) -> None:
     active = pool.active
     pointer = cluster_pb2.ActivePointer()
     pointer.CopyFrom(active)
     pointer.pool = pool.pool
     print(pointer_line(pointer))
+    if not active.version:
+        for line in BEFORE_THE_FIRST_PLAN:
+            print(f"  {line}")
     if pool.HasField("active_destinations"):
         print(f"  {destinations_line(pool.active_destinations)}")
     if active.version:

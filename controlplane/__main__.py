@@ -43,9 +43,8 @@ def show_redis_url(config: ControlPlaneConfig) -> int:
     secret = f":{password}@" if password else ""
     print(f"redis://{secret}{host}:{config.embedded_redis_port}/0")
     if password is None:
-        print(
-            f"(no password stored in {data_dir}: loopback-only or not started yet)", file=sys.stderr
-        )
+        where = f"stored in {data_dir}" if data_dir is not None else "kept (no data directory)"
+        print(f"(no password {where}: loopback-only or not started yet)", file=sys.stderr)
     return 0
 
 

@@ -350,8 +350,16 @@ def parse_config(
     )
     exposed = bound_beyond_loopback(config.embedded_redis_bind)
     if not config.redis_url and exposed and config.embedded_data_dir() is None:
+        # Name the flag that removed the directory (issue 34: with --redis-data-dir off and the
+        # fixed default port, this said to fix the port).
+        cause = (
+            "--redis-data-dir off leaves none: give --redis-data-dir DIR"
+            if not config.redis_persistence
+            else "--embedded-redis-port 0 (a free port) has no default one: set --redis-data-dir "
+            "DIR or a fixed --embedded-redis-port"
+        )
         raise SettingsError(
-            "--embedded-redis-bind beyond loopback needs a data directory (its generated "
-            "password is kept there): set --redis-data-dir DIR or a fixed --embedded-redis-port"
+            "--embedded-redis-bind beyond loopback needs a data directory to keep its generated "
+            f"password in; {cause} (or bind to loopback)"
         )
     return config

@@ -32,12 +32,16 @@ from dataplane.options import (
     AUTH_FILE,
     CORRECTION_HORIZON,
     DECODE_NICE,
+    EXTPROC_ALLOW_UNAUTHENTICATED,
+    EXTPROC_BODY_TIMEOUT,
     EXTPROC_FALLBACKS,
     EXTPROC_HEALTH_LISTEN,
     EXTPROC_LISTEN,
     EXTPROC_MAX_BODY,
+    EXTPROC_MAX_BUFFERED,
     EXTPROC_POOL,
     GRACE,
+    HEALTH_FEEDBACK_ANONYMOUS,
     HEALTH_FEEDBACK_FROM,
     HEALTH_FEEDBACK_SHARE,
     HTTP_BODY_TIMEOUT,
@@ -142,15 +146,25 @@ def config_from(args: argparse.Namespace) -> RouterConfig:
     except ValueError as exc:
         raise SettingsError(str(exc)) from None
     tls = server_tls(args)
+    authenticated = auth is not None or (tls is not None and tls.client_ca_file is not None)
     check_exposure(
         "router",
         LISTEN.value(args),
-        authenticated=auth is not None or (tls is not None and tls.client_ca_file is not None),
+        authenticated=authenticated,
         allow_unauthenticated=ALLOW_UNAUTHENTICATED.value(args),
     )
+    extproc = extproc_config(args)
+    if extproc is not None:
+        check_exposure(
+            "Endpoint Picker",
+            extproc.listen,
+            authenticated=authenticated,
+            allow_unauthenticated=ALLOW_UNAUTHENTICATED.value(args),
+        )
     return RouterConfig(
         http=front_config(args),
-        extproc=extproc_config(args),
+        extproc=extproc,
+        health_feedback_anonymous=HEALTH_FEEDBACK_ANONYMOUS.value(args),
         outliers=outliers,
         probes=probes,
         auth=auth,
@@ -248,6 +262,9 @@ def extproc_config(args: argparse.Namespace) -> ExtProcConfig | None:
         health_listen=health or None,
         pool=pool,
         max_body_bytes=EXTPROC_MAX_BODY.value(args),
+        max_buffered_bytes=EXTPROC_MAX_BUFFERED.value(args),
+        body_timeout_s=EXTPROC_BODY_TIMEOUT.value(args),
+        allow_unauthenticated=EXTPROC_ALLOW_UNAUTHENTICATED.value(args),
         fallbacks=EXTPROC_FALLBACKS.value(args),
         key_headers=key_headers(args),
         key_from_user=HTTP_KEY_FROM_USER.value(args),

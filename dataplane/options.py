@@ -13,7 +13,7 @@ from pathlib import Path
 
 from dataplane.core.active_probes import ProbeConfig
 from dataplane.core.outliers import OutlierConfig
-from dataplane.core.policies import POLICIES
+from dataplane.core.policies.registry import ROUTER_POLICIES
 from dataplane.extproc.context import ExtProcConfig
 from dataplane.health.health_feedback import DEFAULT_SHARE
 from dataplane.http_front.app import FrontConfig
@@ -57,7 +57,7 @@ REDIS_URL = Option("redis_url", D.redis_url, str, "Redis holding plans, pointers
 ROUTER_ID: Option[str | None] = Option(
     "router_id", None, optional_text, "id in ACKs and reports", shown_default="hostname-pid"
 )
-POLICY = Option("policy", D.policy, str, "routing policy", choices=tuple(sorted(POLICIES)))
+POLICY = Option("policy", D.policy, str, "routing policy", choices=tuple(sorted(ROUTER_POLICIES)))
 SEED = Option("seed", D.seed, int, "seed of the policies' random choices")
 TABLE_INTERVAL = Option(
     "table_interval",
@@ -197,6 +197,11 @@ HEALTH_FEEDBACK_FROM = Option(
     "--auth-file clients); set without an auth file, only these callers count",
     shown_default="''",
 )  # fmt: skip
+HEALTH_FEEDBACK_ANONYMOUS = switch(
+    "health_feedback_anonymous",
+    "without --auth-file, mTLS or --health-feedback-from, let every caller's outcomes count for "
+    "passive health, named by peer address (default: only loopback callers'; a private network)",
+)
 PLANNING_RATE_LIMIT = Option(
     "planning_rate_limit",
     D.planning_rate_limit,
@@ -324,6 +329,25 @@ EXTPROC_FALLBACKS = Option(
     non_negative_int,
     "fallback endpoints after the decision in x-gateway-destination-endpoint",
 )
+EXTPROC_MAX_BUFFERED = Option(
+    "extproc_max_buffered",
+    EXTPROC.max_buffered_bytes,
+    positive_int,
+    "bytes every picker stream's unfinished request bodies may hold together (beyond: the "
+    "gateway answers 503)",
+)
+EXTPROC_BODY_TIMEOUT = Option(
+    "extproc_body_timeout",
+    EXTPROC.body_timeout_s,
+    positive_float,
+    "seconds a picker stream may take from its request headers to its body's end (then 408)",
+)
+EXTPROC_ALLOW_UNAUTHENTICATED = switch(
+    "extproc_allow_unauthenticated",
+    "with --auth-file or mTLS, serve picker callers that present no known token or certificate "
+    "(a gateway that cannot send one, behind a NetworkPolicy); their outcomes never count for "
+    "passive health",
+)
 OPTIONS = OptionSet(
     LISTEN, REDIS_URL, ROUTER_ID, POLICY, SEED, TABLE_INTERVAL, ACK_INTERVAL, LOAD_INTERVAL,
     REPORT_INTERVAL, TOP_KEYS, SAMPLE_RATE, SAMPLE_FLOOR, SAMPLE_INTERVAL, SAMPLE_BUFFER,
@@ -331,7 +355,8 @@ OPTIONS = OptionSet(
     PANIC_THRESHOLD, LOAD_MAX_AGE, OUTLIER_CONSECUTIVE_FAILURES, OUTLIER_BASE_EJECTION,
     OUTLIER_MAX_EJECTION, OUTLIER_MAX_EJECTED_SHARE, ACTIVE_PROBE_INTERVAL,
     ACTIVE_PROBE_AFTER_STALE, ACTIVE_PROBE_FAILURES, ACTIVE_PROBE_TIMEOUT, AUTH_FILE,
-    ALLOW_UNAUTHENTICATED, HEALTH_FEEDBACK_SHARE, HEALTH_FEEDBACK_FROM, PLANNING_RATE_LIMIT,
+    ALLOW_UNAUTHENTICATED, HEALTH_FEEDBACK_SHARE, HEALTH_FEEDBACK_FROM, HEALTH_FEEDBACK_ANONYMOUS,
+    PLANNING_RATE_LIMIT,
     MAX_MESSAGE_BYTES,
     STARTUP_TIMEOUT, GRACE,
     DECODE_NICE,
@@ -339,6 +364,7 @@ OPTIONS = OptionSet(
     HTTP_KEY_FROM_USER, HTTP_MODEL_POOL, HTTP_FIRST_BYTE_FLOOR, HTTP_MAX_CONNECTIONS,
     HTTP_MAX_CLIENT_CONNECTIONS,
     HTTP_HEADER_TIMEOUT, HTTP_IDLE_TIMEOUT, HTTP_BODY_TIMEOUT, KEY_HEADER, EXTPROC_LISTEN,
-    EXTPROC_HEALTH_LISTEN, EXTPROC_POOL, EXTPROC_MAX_BODY, EXTPROC_FALLBACKS, SERVER_TLS_OPTIONS,
+    EXTPROC_HEALTH_LISTEN, EXTPROC_POOL, EXTPROC_MAX_BODY, EXTPROC_FALLBACKS, EXTPROC_MAX_BUFFERED,
+    EXTPROC_BODY_TIMEOUT, EXTPROC_ALLOW_UNAUTHENTICATED, SERVER_TLS_OPTIONS,
     LOG_OPTIONS,
 )  # fmt: skip

@@ -67,6 +67,7 @@ from dataplane.telemetry.tracing import spans_from_environment
 from dataplane.telemetry.traffic import TrafficReporter
 from servekit.addresses import parse_host_port
 from servekit.auth_file import AuthTable
+from servekit.grpc_hygiene import ConnectionHygiene
 from servekit.grpc_server import GrpcServer
 from servekit.metrics_endpoint import MetricsEndpoint
 from servekit.tls import TlsConfig
@@ -77,6 +78,8 @@ BACKOFF_MIN_S = 0.1
 BACKOFF_MAX_S = 5.0
 WAITING_LOG_S = 5.0
 SYNC_POLL_S = 0.1
+# Route callers' connections are renewed hourly (a GOAWAY, 5 min for calls in flight).
+ROUTER_CONNECTIONS = ConnectionHygiene(max_age_s=3600.0)
 
 
 async def _supervised(name: str, loop: Callable[[], Awaitable[None]]) -> None:
@@ -123,6 +126,7 @@ class RouterConfig:
     planning_rate_limit: float = 0.0  # counted Route requests per second per caller; 0: off
     health_feedback_share: float = DEFAULT_SHARE  # of a pool one Release caller may eject
     health_feedback_from: tuple[Network, ...] = ()  # peers whose Release outcomes count
+    health_feedback_anonymous: bool = False  # without auth, non-loopback peers' outcomes count
     # Largest request accepted: a 1,000-request batch of full 4 KiB prompts is ~4 MB.
     max_message_bytes: int = 4 * 1024 * 1024
     startup_timeout_s: float = 3.0
@@ -176,6 +180,19 @@ class RouterServer:
                 self.health,
                 self.served,
             )
+        mtls = config.tls is not None and config.tls.client_ca_file is not None
+        feedback = HealthFeedback(
+            self.router,
+            self.health,
+            allow_listed(
+                CallerNames(config.auth).name,
+                config.health_feedback_from,
+                authenticated=config.auth is not None or mtls,
+                anonymous=config.health_feedback_anonymous,
+            ),
+            self.metrics.registry,
+            config.health_feedback_share,
+        )
         self.extproc: ExtProcServer | None = None
         if config.extproc is not None:
             context = PickerContext(
@@ -185,29 +202,20 @@ class RouterServer:
                 self.served,
                 config.extproc,
                 self.metrics.registry,
+                feedback,
             )
-            self.extproc = ExtProcServer(context, config.extproc, config.tls)
+            self.extproc = ExtProcServer(context, config.extproc, config.tls, config.auth)
         self.stores: Stores = open_stores(config.redis_url)
         self.grpc = GrpcServer(
             config.listen,
             service_names=[SERVICE_NAME],
             tls=config.tls,
             max_message_bytes=config.max_message_bytes,
+            hygiene=ROUTER_CONNECTIONS,
         )
         planning = None
         if PlanningGate.enabled(config.auth, config.planning_rate_limit):
             planning = PlanningGate(config.auth, config.planning_rate_limit, self.metrics.registry)
-        feedback = HealthFeedback(
-            self.router,
-            self.health,
-            allow_listed(
-                CallerNames(config.auth).name,
-                config.health_feedback_from,
-                authenticated=config.auth is not None,
-            ),
-            self.metrics.registry,
-            config.health_feedback_share,
-        )
         servicer = RouterServicer(
             self.router, self.metrics, config.policy, self.holds, self.health, planning, feedback
         )

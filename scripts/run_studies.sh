@@ -61,6 +61,26 @@ for study in "$@"; do
         --policies cacheroute_online --ladder 140,160 --ref-qps 140
       run routers16_sglang_key capacity "${testbed[@]}" --routers 16 --front key --seeds 4,5,6 \
         --policies sglang --ladder 100,140 --ref-qps 100 ;;
+    issue30-*)  # issue 30: the new default on the HELD-OUT seeds 4-6, clients not echoing
+      # tokens (frozen at the FREEZE commit before any of these ran); smg is the 2026 baseline
+      q=(--no-session-echo --seeds 4,5,6)
+      case ${study#issue30-} in
+        table1) run issue30_table1 capacity "${testbed[@]}" --q-cap 3.0546875 "${q[@]}" \
+          --policies cacheroute_conversation --ladder 100,140,160,180 --ref-qps 100 ;;
+        table1_smg) run issue30_table1_smg capacity "${testbed[@]}" --q-cap 3.0546875 "${q[@]}" \
+          --policies smg,smg_events --ladder 100,140,160,180 --ref-qps 100 ;;
+        public) run issue30_public capacity --workload paper --profile llama-3.3-70b-fp8-tp2-h100 \
+          --q-cap 20.25 "${q[@]}" --policies cacheroute_conversation,smg --ladder 800,900,1000 \
+          --ref-qps 800 ;;
+        topk256) run issue30_topk256 capacity "${testbed[@]}" --top-k 256 --q-cap 2.671875 \
+          "${q[@]}" --policies cacheroute_conversation,smg --ladder 100,140,160 --ref-qps 100 ;;
+        gamma) run issue30_gamma capacity "${testbed[@]}" --option arrival=gamma --option cv=1.9 \
+          --q-cap 2.0 "${q[@]}" --policies cacheroute_conversation,smg --ladder 100,140,160 \
+          --ref-qps 100 ;;
+        routers16) run issue30_routers16 capacity "${testbed[@]}" --routers 16 --q-cap 3.0546875 \
+          "${q[@]}" --policies cacheroute_conversation,smg --ladder 140,160 --ref-qps 140 ;;
+        *) echo "unknown study $study" >&2; exit 2 ;;
+      esac ;;
     online5-*)  # issue 22, this round: every at-a-glance row on the paper's five seeds (2-3 tuned
       # the frozen parameters, 4-6 held out), with q_cap as each row's study measured it
       case ${study#online5-} in

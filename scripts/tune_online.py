@@ -1,6 +1,11 @@
-"""Choose cacheroute_online's parameters on the TUNING seeds (2, 3) only (issue 22).
+"""Choose the online step's parameters on the TUNING seeds (2, 3) only (issues 22, 30).
 
     nice -n 10 .venv/bin/python scripts/tune_online.py OUT.json [STAGE...]
+
+Issue 30's stage ``remember`` (``cacheroute_conversation``, clients NOT echoing tokens): this
+router's conversation memory off (0) or on (65,536) at the deciding cells, paper-testbed 160 QPS
+with 1 and 16 routers, the public H100 profile at 900 QPS. The bound, spread and tail stay the
+online step's frozen values (no other parameter is tuned).
 
 Stages (each a small grid on the rungs that decide the comparison; one process, ``--jobs 1``;
 cut to what a machine shared by ~10 jobs allowed, see docs/results.md §5):
@@ -18,6 +23,7 @@ The held-out seeds 4-6 are never run here.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from dataclasses import replace
@@ -31,7 +37,9 @@ from sim.workloads.registry import make_workload
 
 TUNING_SEEDS = (2, 3)
 POLICY = "cacheroute_online"
+STAGE_POLICY = {"remember": "cacheroute_conversation"}  # the stages of another policy
 # q_cap as every study measures it (the single-destination knee; docs/results.md §3, §4.4, §4.6)
+JOBS = int(os.environ.get("JOBS", "1"))
 Q_CAP = {"paper-testbed": 3.055, "llama-3.3-70b-fp8-tp2-h100": 20.25, "k256": 2.672}
 
 
@@ -61,6 +69,13 @@ def stages(names: list[str]) -> list[Config]:
         for spread in (2, 4):
             p = {"spread": spread}
             out.append(("routers16", testbed, 128, (160.0,), p, {"routers": 16}))
+    if "remember" in names:  # issue 30: no echo; memory off / on; 1 and 16 routers; public
+        off = {"echo_tokens": False}
+        for remember in (0, 65_536):
+            p = {"remember": remember}
+            out.append(("remember", testbed, 128, (160.0,), p, off))
+            out.append(("remember", testbed, 128, (160.0,), p, off | {"routers": 16}))
+            out.append(("remember", public, 128, (900.0,), p, off))
     if "tail" in names:  # the cold tail exists only when the active set outgrows the warm slots
         out.extend(("tail", testbed, 256, (160.0,), {"tail": t}, {}) for t in ("p2c", "chwbl"))
     return out
@@ -79,17 +94,19 @@ def main() -> int:
             top_k, make_workload("paper", **(base | {"top_k": top_k}))
         )
         q_cap = Q_CAP["k256"] if top_k == 256 else Q_CAP[profile]
-        run = replace(settings(profile, q_cap, **extra), policy_params={POLICY: params})
+        policy = STAGE_POLICY.get(stage, POLICY)
+        run = replace(settings(profile, q_cap, **extra), policy_params={policy: params})
         routers = extra.get("routers", 1)
         key = (stage, json.dumps(params, sort_keys=True), profile, routers, top_k)
         todo = [q for q in ladder if any((*key, s, q) not in seen for s in TUNING_SEEDS)]
         if not todo:
             continue
         started = time.perf_counter()
-        records = run_study(workload, [POLICY], run, ladder=todo, seeds=TUNING_SEEDS, jobs=1)
+        records = run_study(workload, [policy], run, ladder=todo, seeds=TUNING_SEEDS, jobs=JOBS)
         for r in records:
             m = r.metrics
-            done.append({"stage": stage, "params": params, "profile": profile, "routers": routers,
+            done.append({"stage": stage, "policy": policy, "params": params, "profile": profile,
+                         "routers": routers, "echo": extra.get("echo_tokens", True),
                          "top_k": top_k, "seed": r.seed, "qps": r.qps, "p99_s": m.ttft_p99_s,
                          "p99_censored": m.p99_censored, "kv_hit": m.kv_hit,
                          "imbalance": m.imbalance, "failures": m.failures})  # fmt: skip

@@ -4,6 +4,9 @@ Services are registered through ``registry`` (:mod:`servekit.rpc_guard`): every 
 request is size-checked before parsing, garbage is INVALID_ARGUMENT, and an optional check
 (authentication) runs before a request is read. Health and reflection are registered the same way.
 
+Every port gets connection caps and idle limits derived from the open-file limit
+(:mod:`servekit.grpc_hygiene`); the cap is logged at start.
+
 Shutdown follows the gRPC examples: health goes NOT_SERVING first (so load balancers stop sending),
 then ``server.stop(grace)`` lets in-flight RPCs finish.
 
@@ -22,11 +25,15 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import grpc
+import structlog
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 
+from servekit.grpc_hygiene import ConnectionHygiene, grpc_options
 from servekit.rpc_guard import GuardedRegistry, RpcGuard
 from servekit.tls import TlsConfig
+
+log = structlog.get_logger("servekit.grpc_server")
 
 LIVENESS = "liveness"
 READINESS = "readiness"
@@ -50,12 +57,16 @@ class GrpcServer:
         interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
         max_message_bytes: int = LARGE_MESSAGE_BYTES,
         guard: RpcGuard | None = None,
+        hygiene: ConnectionHygiene | None = None,
     ) -> None:
+        limits = grpc_options(hygiene or ConnectionHygiene())
         options = (
             ("grpc.max_receive_message_length", max_message_bytes),
             ("grpc.max_send_message_length", max_message_bytes),
             ("grpc.so_reuseport", 0),
+            *limits,
         )
+        self.connection_cap = dict(limits)["grpc.max_allowed_incoming_connections"]
         self.server = grpc.aio.server(options=options, interceptors=list(interceptors))
         if guard is None:
             guard = RpcGuard(lambda _method: max_message_bytes)
@@ -84,6 +95,7 @@ class GrpcServer:
             )
         host = listen.rsplit(":", 1)[0]
         self.address = f"{host}:{self.port}"
+        log.info("grpc connection limits", address=self.address, **{k[5:]: v for k, v in limits})
 
     async def start(self, *, serving: bool = True, ready: bool | None = None) -> None:
         """Start listening; health says SERVING, or NOT_SERVING until :meth:`set_serving`;

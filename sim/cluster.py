@@ -65,6 +65,18 @@ __all__ = [
 _FLOW_SINGLE = 1 << 48  # flow ids of single-turn requests: past every conversation id
 
 
+class EngineResidency:
+    """The engines' resident prefixes, read as a KV-event consumer would know them (no delay)."""
+
+    __slots__ = ("nodes",)
+
+    def __init__(self, nodes: Sequence[Node]) -> None:
+        self.nodes = nodes
+
+    def resident_prefix(self, node: int, blocks: Sequence[int]) -> int:
+        return self.nodes[node].cache.match(blocks)[0]
+
+
 class _Watch:
     """Measured requests in arrival order, popped once resolved or older than ``limit_s``."""
 
@@ -122,6 +134,8 @@ class Cluster:
             view = LoadView(node_set)
             view.table = bind_with_memo(table, node_set)  # as the live router binds it
             instance = make_policy(policy, seed=config.seed * 1009 + r, **config.policy_params)
+            if instance.needs_residency:  # KV events, delivered at once: the engines' caches
+                instance.residency = EngineResidency(self.nodes)
             self.routers.append(SimRouter(instance, view))
         if config.front not in FRONTS:
             raise ValueError(f"front must be one of {', '.join(FRONTS)}, got {config.front!r}")

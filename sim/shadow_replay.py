@@ -52,8 +52,8 @@ from sim.types import SimRequest
 
 CANDIDATE, BASELINE = "cacheroute", "flat"  # the two sides' names in the report
 # The LPT-plan policies a candidate can be replayed with (ShadowSettings.policy): the paper's
-# dispatch and its online step (docs/components/policies.md).
-PLAN_POLICIES = ("cacheroute", "cacheroute_online")
+# dispatch, its online step and conversation affinity (docs/components/policies.md).
+PLAN_POLICIES = ("cacheroute", "cacheroute_online", "cacheroute_conversation")
 
 
 class ShadowError(ValueError):

@@ -37,7 +37,8 @@ from controlplane.errors import (
     NodeNotFoundError,
     PreconditionError,
 )
-from dataplane.core.names import validate_node_id, validate_pool
+from dataplane.core.addresses import InvalidEndpointError, check_endpoint
+from dataplane.core.names import clip, validate_node_id, validate_pool
 
 
 class InvalidAddressError(ValueError):
@@ -56,23 +57,12 @@ class Liveness:
 
 
 def validate_address(address: str) -> str:
-    """``HOST:PORT`` with a port in 1-65535 (IPv6 hosts in brackets); returns it unchanged."""
-    host, sep, port = address.rpartition(":")
-    problem = ""
-    if not sep or not host:
-        problem = "expected HOST:PORT"
-    elif not port.isdigit() or not 1 <= int(port) <= 65535:
-        problem = f"port {port!r} is not a number in 1-65535"
-    elif any(c.isspace() or c in "/@?#" for c in host):
-        problem = "the host contains a space or one of / @ ? #"
-    elif host.startswith("["):
-        if not host.endswith("]") or len(host) < 3:
-            problem = "an IPv6 host must be [ADDRESS]"
-    elif ":" in host:
-        problem = "put an IPv6 host in brackets: [ADDRESS]:PORT"
-    if problem:
-        raise InvalidAddressError(f"address {address!r}: {problem}")
-    return address
+    """``HOST:PORT``: an IP literal (IPv6 in brackets) or an RFC 1123 name, a port in 1-65535
+    (:mod:`dataplane.core.addresses`); returns it unchanged."""
+    try:
+        return check_endpoint(address)
+    except InvalidEndpointError as exc:
+        raise InvalidAddressError(f"address {clip(address)}: {exc}") from None
 
 
 def validate_weight(weight: float) -> float:

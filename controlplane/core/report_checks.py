@@ -14,8 +14,10 @@ client could register an engine at any address. Checks (pure, no I/O):
   configured (``--agent-networks``);
 * the node bound to the agent identity that registered it (:func:`check_identity`);
 * a TTFT histogram, when present: at most :data:`MAX_BUCKETS` finite, strictly ascending bounds,
-  one count per bound, counts finite, >= 0 and non-decreasing, the total at least the last
-  count, the sum finite and >= 0 (the live guard's quantiles assume all of it).
+  one count per bound, counts finite, >= 0, at most :data:`MAX_TTFT_COUNT` and non-decreasing,
+  the total at least the last count, the sum finite and >= 0 (the live guard's quantiles assume
+  all of it; how fast counts may grow is bounded where they are used,
+  :mod:`controlplane.core.ttft_window`).
 
 * every string at most :data:`MAX_REPORT_TEXT` characters and every list bounded
   (:mod:`controlplane.core.message_bounds`); ``error`` is not refused but cut to
@@ -42,6 +44,7 @@ MAX_INTERVAL_MS = 60_000
 MAX_WEIGHT = 1e6
 MAX_BUCKETS = 64
 MAX_LOAD = 1e9  # requests or tokens/s per engine; far above any real one, far below overflow
+MAX_TTFT_COUNT = 1e12  # observations since an engine started: 30 years at 1,000 a second
 MAX_REPORT_TEXT = 1024
 MAX_ERROR_TEXT = 512
 REASONS = ("load", "interval", "address", "identity", "weight", "ttft", "size")
@@ -157,6 +160,8 @@ def check_histogram(h: agent_pb2.LatencyHistogram) -> None:
         problem = "bounds must be finite and strictly ascending"
     elif not all(math.isfinite(c) and c >= 0 for c in [*counts, h.count, h.sum]):
         problem = "counts, count and sum must be finite numbers >= 0"
+    elif h.count > MAX_TTFT_COUNT:
+        problem = f"count must be at most {MAX_TTFT_COUNT:g}, got {h.count:g}"
     elif any(b < a for a, b in itertools.pairwise(counts)) or (counts and h.count < counts[-1]):
         problem = "cumulative counts must not decrease, nor the total be below the last"
     if problem:

@@ -14,6 +14,11 @@ a guard); :func:`quantile` is Prometheus's ``histogram_quantile``: linear interp
 the bucket that holds the rank, the lowest bucket starting at 0, and the highest finite bound
 when the rank falls in +Inf.
 
+A delta larger than :data:`MAX_RATE_PER_S` observations a second since the node's previous
+reading (at least one second) is not believable of one engine and is dropped (counted in
+``implausible``; the node carries on from the new reading): one node once reported counts that
+moved its pool's p99 from 2.33 s to 0.01 s. A node can still weigh at most that rate.
+
 Deltas of one node within the same second are kept as one (stamped with the latest receive
 time), so a window costs at most one histogram per node-second however often agents report;
 window edges are therefore exact to a second. Pure: no I/O; the control plane feeds it from the
@@ -38,6 +43,7 @@ from dataclasses import dataclass
 DEFAULT_RETENTION_MS = 15 * 60_000
 SLOT_MS = 1_000  # deltas within one second of a node are kept as one (stamped with the latest)
 ENGINE = "engine"  # the source of an agent's reading; a router's is "router:<router id>"
+MAX_RATE_PER_S = 2_000.0  # TTFT observations a second one engine may report (far above any)
 
 
 @dataclass(frozen=True)
@@ -85,6 +91,7 @@ class NodeWindow:
         self.last: Buckets | None = None
         self.last_at_ms = 0
         self.resets = 0
+        self.implausible = 0
         self.deltas: deque[tuple[int, Buckets]] = deque()
 
     def observe(self, at_ms: int, reading: Buckets) -> bool:
@@ -94,6 +101,10 @@ class NodeWindow:
         step = delta(self.last, reading)
         if step is not None and self.last is not None and step is reading:
             self.resets += 1
+        elapsed_s = max(1.0, (at_ms - self.last_at_ms) / 1000) if self.last is not None else 1.0
+        if step is not None and step.total > MAX_RATE_PER_S * elapsed_s:
+            self.implausible += 1
+            step = None
         self.last, self.last_at_ms = reading, at_ms
         if step is not None:
             self.add(at_ms, step)

@@ -207,6 +207,24 @@ async def _gate(
     return await run_gates(gates, stores, table, action=action, skip=skip, now_ms=now_ms)
 
 
+async def _audit_refusal(
+    stores: Stores, refused: ActivationRefusedError, *, actor: str, reason: str, now_ms: int
+) -> None:
+    """Record who tried which move and which gates said no, as ``<action>_refused``."""
+    details = refused.status_details
+    gates = "; ".join(f"{r.gate}: {r.message}" for r in details.refusals)
+    await stores.plans.append_audit(
+        cluster_pb2.AuditEvent(
+            at_unix_ms=now_ms,
+            actor=actor,
+            action=f"{details.action}_refused",
+            pool=details.pool,
+            to_version=details.version,
+            detail=f"{reason}; refused by {gates}" if reason else f"refused by {gates}",
+        )
+    )
+
+
 async def activate(
     stores: Stores,
     pool: str,
@@ -225,9 +243,13 @@ async def activate(
     check_skips(gates, skip_gates, reason)
     await _require_plan(stores, pool, version)  # NOT_FOUND before any gate or generation check
     if gates:
-        skipped = await _gate(
-            stores, pool, version, action=action, gates=gates, skip=skip_gates, now_ms=now_ms
-        )
+        try:
+            skipped = await _gate(
+                stores, pool, version, action=action, gates=gates, skip=skip_gates, now_ms=now_ms
+            )
+        except ActivationRefusedError as exc:  # a refused move is audited too (issue 34)
+            await _audit_refusal(stores, exc, actor=actor, reason=reason, now_ms=now_ms)
+            raise
         if skipped:
             reason = f"{reason}; {skipped}" if reason else skipped
     if expected_generation is None:  # a damaged pointer's too: the move overwrites it

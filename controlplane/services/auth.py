@@ -127,23 +127,31 @@ class Authenticator:
         return None
 
     async def check(self, method: str, context: grpc.aio.ServicerContext[Any, Any]) -> str:
-        client = self.authenticate(bearer_token(context.invocation_metadata()), context)
+        token = bearer_token(context.invocation_metadata())
+        client = self.authenticate(token, context)
         if client is None:
-            self._refuse(method, grpc.StatusCode.UNAUTHENTICATED)
+            # Who was refused, as far as known: no client name exists, so the log names the peer
+            # and what it presented (issue 34: it said "client": null). The message names the
+            # protocol only; each client adds its own flag (cachectl: --token-file).
+            presented = "an unknown bearer token" if token else "no bearer token"
+            self._refuse(
+                method, grpc.StatusCode.UNAUTHENTICATED, peer=context.peer(), presented=presented
+            )
             await context.abort(
                 grpc.StatusCode.UNAUTHENTICATED,
-                "missing or unknown credentials: send 'authorization: Bearer TOKEN' "
-                "(cachectl: $CACHEROUTE_TOKEN or --token-file) or a known client certificate",
+                f"{presented}: send 'authorization: Bearer TOKEN' with a known token, or a "
+                "known client certificate",
             )
         assert client is not None
         if not allowed(client.role, method):
-            self._refuse(method, grpc.StatusCode.PERMISSION_DENIED, client.name)
+            self._refuse(method, grpc.StatusCode.PERMISSION_DENIED, client=client.name)
             await context.abort(
                 grpc.StatusCode.PERMISSION_DENIED,
                 f"{client.name} (role {client.role}) may not call {method.rsplit('/', 1)[-1]}",
             )
         return client.name
 
-    def _refuse(self, method: str, code: grpc.StatusCode, name: str = "") -> None:
+    def _refuse(self, method: str, code: grpc.StatusCode, **who: str) -> None:
+        """Count and log a refusal; ``who``: the client's name, else the peer and what it sent."""
         self._on_refused(method, code.name)
-        log.info("rpc not authorized", method=method, code=code.name, client=name or None)
+        log.info("rpc not authorized", method=method, code=code.name, **who)

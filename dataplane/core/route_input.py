@@ -12,9 +12,10 @@ router itself (:mod:`dataplane.core.router`) only ever sees checked input:
   ``prompt_prefix``. They are computed only when asked for (:meth:`RouteInput.blocks`), since only
   the prefix-history policies and the sampled trace read them and hashing a 4 KiB prompt costs
   ~60 µs.
-* bounds (characters): ``request_id`` <= :data:`MAX_REQUEST_ID`, ``prompt_prefix`` <=
-  :data:`MAX_PROMPT_PREFIX`, ``model`` and ``cache_salt`` <= :data:`MAX_LABEL`, at most
-  :data:`MAX_PREFIX_BLOCKS_SENT` ``prefix_blocks``: the request id is echoed and stored in the
+* bounds (characters): ``request_id`` and ``session_id`` <= :data:`MAX_REQUEST_ID`,
+  ``prompt_prefix`` <= :data:`MAX_PROMPT_PREFIX`, ``model`` and ``cache_salt`` <=
+  :data:`MAX_LABEL`, at most :data:`MAX_PREFIX_BLOCKS_SENT` ``prefix_blocks``: the request id is
+  echoed and stored in the
   sampled trace, and nothing a caller sends may grow the router's memory without bound. Messages
   quote at most a few dozen characters of the offending value.
 """
@@ -134,6 +135,7 @@ def parse_request(
         or len(message.prefix_blocks) > MAX_PREFIX_BLOCKS_SENT
         or len(message.model) > MAX_LABEL
         or len(message.cache_salt) > MAX_LABEL
+        or len(message.session_id) > MAX_REQUEST_ID
     ):
         _too_long(message)
     key = message.key
@@ -158,6 +160,7 @@ def _too_long(message: routing_pb2.RouteRequest) -> NoReturn:
         ("prompt_prefix", len(message.prompt_prefix), MAX_PROMPT_PREFIX, "characters"),
         ("prefix_blocks", len(message.prefix_blocks), MAX_PREFIX_BLOCKS_SENT, "blocks"),
         ("model", len(message.model), MAX_LABEL, "characters"),
+        ("session_id", len(message.session_id), MAX_REQUEST_ID, "characters"),
         ("cache_salt", len(message.cache_salt), MAX_LABEL, "characters"),
     ):
         if size > limit:

@@ -267,10 +267,13 @@ class Router:
         view = state.view
         blocks = inp.blocks() if state.uses_blocks else ()
         if state.uses_session:
-            token = inp.message.session_token
+            message = inp.message
+            token = message.session_token
             session = self._session(state, token) if token else -1
-            # the flow (request id, else token) is hashed by the policy only if it spills
-            request = _new(Request, (inp.key_hash, blocks, session, inp.request_id or token or 0))
+            # the flow: the conversation (session_id), else the request id, else the token; a
+            # policy hashes it only when it needs it
+            flow = message.session_id or inp.request_id or token or 0
+            request = _new(Request, (inp.key_hash, blocks, session, flow))
         else:
             request = _new(Request, (inp.key_hash, blocks, -1, 0))
         decision = state.policy.route(request, view, now)

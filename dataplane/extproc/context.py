@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from dataplane.core.router import Router
+from dataplane.extproc.body_budget import BodyBudget
+from dataplane.health.health_feedback import HealthFeedback
 from dataplane.health.passive_health import PassiveHealth
 from dataplane.openai_api.request_keys import DEFAULT_KEY_HEADERS, KeyRules
 from dataplane.requests.holds import Holds
@@ -22,6 +24,9 @@ class ExtProcConfig:
     health_listen: str | None = None  # the gRPC health server (GIE convention: port 9003)
     pool: str = ""  # requests without an x-cacheroute-pool header ("": default)
     max_body_bytes: int = 16 * 1024 * 1024
+    max_buffered_bytes: int = 64 * 1024 * 1024  # every stream's waiting bodies together
+    body_timeout_s: float = 60.0  # from the request headers to the body's end (then 408)
+    allow_unauthenticated: bool = False  # serve callers the auth file does not name
     fallbacks: int = 2  # endpoints after the decision, for the gateway's retries
     key_headers: tuple[str, ...] = DEFAULT_KEY_HEADERS
     key_from_user: bool = False
@@ -56,6 +61,13 @@ class ExtProcMetrics:
             "ext_proc streams open now (one per HTTP request in the gateway).",
             registry=registry,
         )
+        self.bad_fields = Counter(
+            "cacheroute_router_extproc_ignored_fields",
+            "Fields of ext_proc messages ignored as malformed or out of order: a :status that is "
+            "not a number in 100-599, request headers after the decision.",
+            ["field"],
+            registry=registry,
+        )
 
     def decided(self, stage: str) -> None:
         self.decisions.labels(stage).inc()
@@ -66,9 +78,17 @@ class ExtProcMetrics:
     def fallback(self) -> None:
         self.fallbacks.inc()
 
+    def ignored(self, field: str) -> None:
+        self.bad_fields.labels(field).inc()
+
 
 class PickerContext:
-    """The router's decision path (router, holds, passive health) plus the picker's own state."""
+    """The router's decision path (router, holds, passive health) plus the picker's own state.
+
+    Outcomes reach passive health only through ``feedback`` (the rule and per-caller share that
+    ``Release`` outcomes follow); without one (a test), a feedback that names no caller but the
+    one each stream is given, at the default share.
+    """
 
     def __init__(
         self,
@@ -78,6 +98,7 @@ class PickerContext:
         served: ServedMetrics,
         config: ExtProcConfig,
         registry: CollectorRegistry,
+        feedback: HealthFeedback | None = None,
     ) -> None:
         self.router = router
         self.holds = holds
@@ -86,5 +107,7 @@ class PickerContext:
         self.config = config
         self.registry = registry
         self.metrics = ExtProcMetrics(registry)
+        self.feedback = feedback or HealthFeedback(router, health, lambda _c: "", registry)
+        self.budget = BodyBudget(config.max_buffered_bytes, registry)
         self.rules = KeyRules(key_from_user=config.key_from_user, key_headers=config.key_headers)
         self.rng = random.Random(config.seed)

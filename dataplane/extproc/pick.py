@@ -12,6 +12,11 @@ is :class:`~dataplane.core.router.NoDestinationError` (the gateway answers 503).
 Fallbacks, after the decision: the other eligible members of the key's destination set, least
 loaded first, then the other eligible nodes, least loaded first (ties by node order, so replicas
 with the same view give the same list), at most ``fallbacks`` of them, all inside the subset.
+
+Every endpoint is checked to be ``HOST:PORT`` (:mod:`dataplane.core.addresses`) before it goes
+into a header: the control plane refuses anything else, and a store that holds one anyway must not
+inject a second endpoint (``evil,IP:PORT``) or a control character. A fallback that fails is left
+out; a decision that fails is :class:`~dataplane.core.router.NoDestinationError`.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from __future__ import annotations
 import random
 from typing import NamedTuple
 
+from dataplane.core.addresses import is_endpoint
 from dataplane.core.load_view import LoadView
 from dataplane.core.policies.base import Reason, least_loaded
 from dataplane.core.route_input import RouteInput
@@ -32,6 +38,18 @@ class Pick(NamedTuple):
     view: LoadView
     nodes: tuple[int, ...]
     endpoints: tuple[str, ...]
+
+
+_CHECKED: dict[str, bool] = {}  # endpoint → valid, bounded (addresses change rarely)
+
+
+def valid(endpoint: str) -> bool:
+    found = _CHECKED.get(endpoint)
+    if found is None:
+        if len(_CHECKED) >= 4096:
+            _CHECKED.clear()
+        found = _CHECKED[endpoint] = is_endpoint(endpoint)
+    return found
 
 
 def endpoint(address: str) -> str:
@@ -81,7 +99,10 @@ def pick(
             state.table_version,
             state.table_generation,
         )
-    order = (primary, *_others(view, inp.key_hash, primary, allowed, fallbacks))
+    if not valid(endpoint(addresses[primary])):
+        raise NoDestinationError(f"node {outcome.node_id!r} has an address that is not HOST:PORT")
+    others = _others(view, inp.key_hash, primary, allowed, fallbacks)
+    order = (primary, *(n for n in others if valid(endpoint(addresses[n]))))
     return Pick(outcome, view, order, tuple(endpoint(addresses[n]) for n in order))
 
 

@@ -7,19 +7,20 @@ Request side (``request_body_mode: FULL_DUPLEX_STREAMED``):
 * a request without a body (``GET /v1/models``): decide by power-of-two choices (not counted for
   planning: there is no key);
 * otherwise hold the headers' answer, gather the body (over ``max_body_bytes``: 413, nothing
-  forwarded), parse it with the HTTP front's own rules (:func:`~dataplane.openai_api.request_keys.
-  front_request`: ``prompt_cache_key``, else the derived key of model + prompt head), decide,
-  answer the headers with the pick and echo the whole body.
+  forwarded; over every stream's shared :mod:`~dataplane.extproc.body_budget`: 503; not done
+  within ``body_timeout_s``: 408), parse it with the HTTP front's own rules (:func:`~dataplane.
+  openai_api.request_keys.front_request`), decide, answer the headers and echo the body.
 
 A request that cannot be routed is answered by the gateway itself (``ImmediateResponse``): 400
-naming the field, 404 for an unknown pool, 413, 503 when nothing is eligible.
+naming the field, 404 (unknown pool), 408, 413, 503 (nothing eligible, or the budget is full).
 
-Response side: the response headers tell which endpoint served (:func:`~dataplane.extproc.wire.
-served_endpoint`) and the status. Entries of the pick before the served one failed (the gateway
-retried down the list): they count against passive health, and the request's hold moves to the
-node that served; a 5xx counts against that node, anything else for it. The hold ends with the
-response's end of stream, or when the stream ends (Envoy closes it when the HTTP stream is done
-or the client went away), whichever comes first.
+Response side: the response headers tell which endpoint served and the status. Entries of the
+pick before the served one failed (the gateway retried down the list) and the hold moves to the
+node that served; a 5xx counts against it, anything else for it. Every outcome goes through
+:class:`~dataplane.health.health_feedback.HealthFeedback` under the stream's caller name (the
+rule and per-caller share of ``Release``). A ``:status`` that is not a number in 100-599, and
+request headers after the decision, are ignored and counted. The hold ends with the response's
+end of stream or the stream's end, whichever comes first.
 """
 
 from __future__ import annotations
@@ -53,9 +54,12 @@ _IDS = itertools.count(1)
 class PickerStream:
     """The state of one stream; :meth:`on_message` answers each message, :meth:`close` ends it."""
 
-    def __init__(self, context: PickerContext) -> None:
+    def __init__(self, context: PickerContext, caller: str = "") -> None:
         self.ctx = context
+        self.caller = caller  # whose outcomes these are ("": they do not count)
         self.done = False
+        self.waiting_since: float | None = None  # monotonic: the body is awaited since then
+        self._taken = 0  # bytes of the shared body budget this stream holds
         self._headers: dict[str, str] = {}
         self._subset: frozenset[str] | None = None
         self._body = bytearray()
@@ -86,18 +90,32 @@ class PickerStream:
         return []  # a message kind this picker did not ask for
 
     def close(self) -> None:
-        """The stream ended: whatever the request held is released now.
+        """The stream ended: what the request held (its hold, its buffered bytes) is released.
 
-        When the response's headers came with a status below 400, the request counts as answered
-        (end-to-end time observed): with the recipe's processing mode (response bodies not sent
-        to the picker) the stream's end is the only sign of the answer's end. A client that went
-        away after the headers is counted the same way: the picker cannot tell the two apart.
+        After response headers below 400 the request counts as answered: with the recipe's
+        processing mode the stream's end is the only sign of the answer's end (a client gone
+        after the headers looks the same).
         """
         self._finish(completed=self._answered)
+        self._give_back()
 
-    # -- request side ---------------------------------------------------------------------------
+    def timed_out(self) -> Any:
+        """The answer when the body did not end within ``body_timeout_s`` (408)."""
+        limit = self.ctx.config.body_timeout_s
+        return self._error(
+            FrontError(408, f"request body not complete within {limit:g} s", code="body_timeout")
+        )
+
+    def _give_back(self) -> None:
+        self.waiting_since = None
+        if self._taken:
+            self.ctx.budget.give(self._taken)
+            self._taken = 0
 
     def _request_headers(self, message: Any) -> list[Any]:
+        if self._decided or self._headers:
+            self.ctx.metrics.ignored("request_headers")  # a second request: one hold per stream
+            return [wire.request_headers_done()]
         self._started = time.perf_counter()
         headers = wire.header_map(message.request_headers.headers)
         if POOL_HEADER not in headers and self.ctx.config.pool:
@@ -112,17 +130,22 @@ class PickerStream:
                 return [self._decide(self._bodiless(), "bodiless")]
         except FrontError as exc:
             return [self._error(exc)]
+        self.waiting_since = time.monotonic()
         return []  # the key is in the body: answer the headers once it is all here
 
     def _request_body(self, body: Any) -> list[Any]:
         chunk = bytes(body.body)
         if self._decided:
             return wire.body_echo(chunk, body.end_of_stream)
-        self._body += chunk
         limit = self.ctx.config.max_body_bytes
-        if len(self._body) > limit:
+        if len(self._body) + len(chunk) > limit:
             message = f"request body is larger than the limit of {limit} bytes"
             return [self._error(FrontError(413, message, code="body_too_large"))]
+        if not self.ctx.budget.take(len(chunk)):
+            message = "the router holds as many request bodies as it may; retry"
+            return [self._error(FrontError(503, message, kind=UNAVAILABLE, code="picker_busy"))]
+        self._taken += len(chunk)
+        self._body += chunk
         if not body.end_of_stream:
             return []
         return self._decide_on_body(end_of_stream=True)
@@ -136,6 +159,7 @@ class PickerStream:
     def _decide_on_body(self, *, end_of_stream: bool) -> list[Any]:
         raw = bytes(self._body)
         self._body = bytearray()
+        self._give_back()
         path = self._headers.get(":path", "")
         try:
             found = front_request(
@@ -201,12 +225,12 @@ class PickerStream:
 
     def _error(self, exc: FrontError) -> Any:
         self.done = True
+        self._body = bytearray()
+        self._give_back()
         self.ctx.metrics.immediate(exc.status)
         return wire.immediate(
             exc.status, exc.message, kind=exc.kind, code=exc.code or "error", param=exc.param
         )
-
-    # -- response side --------------------------------------------------------------------------
 
     def _response_headers(self, message: Any) -> list[Any]:
         chosen = self._pick
@@ -214,12 +238,13 @@ class PickerStream:
             return [wire.response_headers_done()]
         status, served = wire.status_and_served(message)
         pool = self._request.route.pool
-        self._settle(chosen, pool, served)
-        node_id = chosen.view.nodes.ids[chosen.nodes[self._served]]
-        if status >= 500:
-            self.ctx.health.failed(pool, node_id, "5xx")
+        if status == wire.BAD_STATUS:
+            self.ctx.metrics.ignored(":status")  # no outcome: it says nothing about the engine
         else:
-            self.ctx.health.succeeded(pool, node_id)
+            self._settle(chosen, pool, served)
+            failed = "5xx" if status >= 500 else None
+            self.ctx.feedback.report_as(self.caller, pool, self._node_served(chosen), failed)
+        node_id = self._node_served(chosen)
         outcome = chosen.outcome
         extra: tuple[str, ...] = (
             "x-cacheroute-node", node_id,
@@ -236,6 +261,9 @@ class PickerStream:
             self._finish(completed=True)
         return [wire.response_headers_done(*extra)]
 
+    def _node_served(self, chosen: Pick) -> str:
+        return chosen.view.nodes.ids[chosen.nodes[self._served]]
+
     def _settle(self, chosen: Pick, pool: str, served: str) -> None:
         """Earlier entries than the one that served failed; the hold moves to the served one."""
         if not served or served not in chosen.endpoints:
@@ -245,7 +273,7 @@ class PickerStream:
             return
         ids = chosen.view.nodes.ids
         for failed in chosen.nodes[:index]:
-            self.ctx.health.failed(pool, ids[failed], "connect")
+            self.ctx.feedback.report_as(self.caller, pool, ids[failed], "connect")
         self.ctx.metrics.fallback()
         self._served = index
         if self._hold is not None:

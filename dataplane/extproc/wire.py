@@ -40,6 +40,7 @@ SUBSET_NAMESPACE = "envoy.lb.subset_hint"
 BODY_CHUNK_BYTES = 62_000
 _OVERWRITE = base_pb2.HeaderValueOption.OVERWRITE_IF_EXISTS_OR_ADD
 MEMO_LIMIT = 4096
+BAD_STATUS = -1  # a :status that is not a number in 100-599
 
 
 class _Memo:
@@ -94,17 +95,25 @@ def subset_hint(request: Any) -> frozenset[str] | None:
     return frozenset()
 
 
+def _status(text: bytes) -> int:
+    """A ``:status`` value, or :data:`BAD_STATUS` (garbage is ignored, never a traceback)."""
+    if len(text) != 3 or not text.isdigit():
+        return BAD_STATUS
+    status = int(text)
+    return status if 100 <= status <= 599 else BAD_STATUS
+
+
 def status_and_served(request: Any) -> tuple[int, str]:
-    """The response's status and the endpoint that answered (the ``envoy.lb`` metadata, else the
-    response header, else "")."""
+    """The response's status (0: none; :data:`BAD_STATUS`: not a number in 100-599) and the
+    endpoint that answered (the ``envoy.lb`` metadata, else the response header, else "")."""
     status = 0
     served = ""
     for header in request.response_headers.headers.headers:
         key = header.key
         if key == ":status":
-            status = int(header.raw_value or header.value or 0)
+            status = _status(header.raw_value or header.value.encode())
         elif key == SERVED:
-            served = (header.raw_value or header.value.encode()).decode()
+            served = (header.raw_value or header.value.encode()).decode("utf-8", "replace")
     value = _metadata_value(request, LB_NAMESPACE, SERVED)
     if value is not None and value.string_value:
         served = str(value.string_value)
@@ -159,6 +168,11 @@ def body_echo(body: bytes, end_of_stream: bool, *, response: bool = False) -> li
         else:
             answers.append(ext.ProcessingResponse(request_body=answer))
     return answers
+
+
+def request_headers_done() -> Any:
+    """Request headers answered with no change (a repeated headers message is not a request)."""
+    return ext.ProcessingResponse(request_headers=ext.HeadersResponse())
 
 
 def trailers_done(*, response: bool = False) -> Any:

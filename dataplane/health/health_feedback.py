@@ -1,13 +1,16 @@
-"""Whose ``Release`` outcomes count for passive health, and how much one caller may eject.
+"""Whose outcomes count for passive health, and how much one caller may eject.
 
 ``Route(hold_until_release)`` + ``Release(outcome=CONNECT_FAILED)`` needed no token: 3.7 s of
-anonymous calls took 2 of 4 engines out of rotation for 30 s. The rule now:
+anonymous calls took 2 of 4 engines out of rotation for 30 s; 40 ext_proc streams naming a
+pick's last fallback as the endpoint that served ejected 2 of 4 as well. Both doors' outcomes
+(``Release`` and the Endpoint Picker's response headers) now go through this one rule:
 
 * with ``--auth-file``, only callers it names (bearer token or mTLS subject, any role) report
   outcomes; an unknown caller's outcome is ignored (its hold is still released);
 * with ``--health-feedback-from CIDR,...``, callers whose peer address lies in one of the
   networks count too (named by their host), and without an auth file only they do;
-* with neither, every caller counts, named by its peer host;
+* with neither, only loopback callers count (named by their peer host), unless
+  ``--health-feedback-anonymous`` lets every caller count (a private network);
 * whoever the caller is, at most ``max(1, floor(share x undrained destinations))`` of a pool's
   destinations may be ejected *through its reports* at once (``--health-feedback-share``,
   default 0.25); a further failure it reports is ignored until one of them returns.
@@ -63,10 +66,17 @@ def peer_ip(context: _Context) -> ipaddress.IPv4Address | ipaddress.IPv6Address 
 
 
 def allow_listed(
-    name_of: Callable[[_Context], str], networks: Sequence[Network], authenticated: bool
+    name_of: Callable[[_Context], str],
+    networks: Sequence[Network],
+    authenticated: bool,
+    *,
+    anonymous: bool = False,
 ) -> Callable[[_Context], str]:
-    """``name_of`` extended by the allow-list (module docstring)."""
-    if not networks:
+    """``name_of`` extended by the allow-list (module docstring). Without authentication and
+    without networks, only loopback peers are named, unless ``anonymous``."""
+    if authenticated and not networks:
+        return name_of
+    if not authenticated and not networks and anonymous:
         return name_of
 
     def name(context: _Context) -> str:
@@ -74,7 +84,11 @@ def allow_listed(
         if found:
             return found
         ip = peer_ip(context)
-        return str(ip) if ip is not None and any(ip in n for n in networks) else ""
+        if ip is None:
+            return ""
+        if any(ip in n for n in networks) or (not (authenticated or networks) and ip.is_loopback):
+            return str(ip)
+        return ""
 
     return name
 
@@ -111,9 +125,16 @@ class HealthFeedback:
         members += len(state.outliers.ejected) if state is not None else 0
         return max(1, math.floor(self.share * members))
 
+    def caller(self, context: _Context) -> str:
+        """The name a call's outcomes count under ("": they do not count)."""
+        return self._name_of(context)
+
     def report(self, context: _Context, pool: str, node_id: str, cause: str | None) -> bool:
         """Apply one outcome (``cause`` None: success); whether it counted."""
-        caller = self._name_of(context)
+        return self.report_as(self._name_of(context), pool, node_id, cause)
+
+    def report_as(self, caller: str, pool: str, node_id: str, cause: str | None) -> bool:
+        """:meth:`report` for a caller named already (an ext_proc stream names it once)."""
         if not caller:
             self._unauthenticated.inc()
             return False

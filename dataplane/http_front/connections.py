@@ -22,7 +22,6 @@ requests hung for as long as they were held. The rules:
 from __future__ import annotations
 
 import asyncio
-import resource
 import time
 from collections import Counter as Tally
 from collections.abc import Callable
@@ -31,6 +30,8 @@ from typing import Any
 
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from servekit.grpc_hygiene import open_file_limit
 
 log = structlog.get_logger("dataplane.http_front.connections")
 FD_RESERVE = 256  # gRPC, Redis, the metrics endpoint, logs, the table decoder's worker
@@ -49,20 +50,13 @@ class ConnectionLimits:
 
 def fd_budget(wanted: int = WANTED_FDS) -> int:
     """Raise the soft open-file limit towards ``wanted`` (up to the hard one); the soft limit."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
-    if soft != resource.RLIM_INFINITY and soft < target:
-        try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-            soft = target
-        except (ValueError, OSError) as exc:
-            log.warning("could not raise the open-file limit", soft=soft, hard=hard, error=str(exc))
-    if soft != resource.RLIM_INFINITY and soft < 4 * FD_RESERVE * 2:
+    soft = open_file_limit(wanted)
+    if soft < 4 * FD_RESERVE * 2:
         log.warning(
             "low open-file limit: the HTTP front's connections are capped to fit it",
-            soft=soft, hard=hard, http_connections=max(1, (soft - FD_RESERVE) // 2),
+            soft=soft, http_connections=max(1, (soft - FD_RESERVE) // 2),
         )  # fmt: skip
-    return int(soft) if soft != resource.RLIM_INFINITY else WANTED_FDS
+    return soft
 
 
 class ConnectionGuard:

@@ -60,7 +60,7 @@ def _messages(messages: list[Any], param: str, size: int = 0) -> str:
     for message in messages:
         if not isinstance(message, dict):
             raise bad_request("each message must be an object", param=param)
-        text = f"{message.get('role', '')}: {_content(message.get('content'))}\n"
+        text = f"{message.get('role', '')}: {content_text(message.get('content'))}\n"
         parts.append(text)
         size += len(text)
         if size >= MAX_PROMPT_BYTES:  # characters ≥ bytes / 4: enough, cut by the caller
@@ -83,7 +83,8 @@ def _responses_prompt(body: dict[str, Any]) -> str:
     raise bad_request("'input' must be a string or a non-empty list", param="input")
 
 
-def _content(content: object) -> str:
+def content_text(content: object) -> str:
+    """A message's text: a string, or the text of its content parts."""
     if isinstance(content, str):
         return content
     if isinstance(content, list):  # content parts: the text ones

@@ -39,6 +39,7 @@ from typing import Any
 from cacheroute.v1 import routing_pb2
 from dataplane.core.route_input import InvalidRequestError, RouteInput, parse_request
 from dataplane.core.session_token import MAX_TOKEN
+from dataplane.openai_api.conversation import conversation_id
 from dataplane.openai_api.errors import bad_request
 from dataplane.openai_api.prompts import prompt_head
 
@@ -118,6 +119,7 @@ def front_request(
         cache_salt=salt,
         request_id=request_id,
         session_token=_session_token(headers),
+        session_id=conversation_id(body, headers, endpoint),
     )
     try:
         route = parse_request(message)
@@ -142,7 +144,10 @@ def header_request(
         return None
     key, source = found
     message = routing_pb2.RouteRequest(
-        pool=headers.get(POOL_HEADER, ""), key=key, request_id=request_id
+        pool=headers.get(POOL_HEADER, ""),
+        key=key,
+        request_id=request_id,
+        session_id=conversation_id({}, headers, ""),
     )
     try:
         route = parse_request(message)

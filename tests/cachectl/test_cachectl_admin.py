@@ -307,7 +307,19 @@ async def test_plan_build_online_uses_live_rates(cli: Cli, stores: Stores) -> No
         and meta["created_by"] == "unverified:tester"
         and not built["active"]
     )
-    assert "roll it out with" in await cli.ok("plan", "build", "--q-cap", "100")
+    text = await cli.ok("plan", "build", "--q-cap", "100")
+    version = text.split()[1]
+    steps = [
+        line.split("    ")[0] for line in text.splitlines() if line.startswith(("next:", "then:"))
+    ]
+    # Issue 34: the hint named the rollout, which the shadow gate then refused; it names the
+    # gate's step first.
+    assert steps == [
+        f"next: cachectl plan shadow {version}",
+        f"then: cachectl plan rollout {version}",
+    ]
+    code, _, err = await cli.run("plan", "rollout", version)
+    assert code == 1 and "refused by: shadow" in err
     assert "--rates is required with --out" in await cli.refused("plan", "build", "--out", "x.pb")
 
 
@@ -433,6 +445,11 @@ async def test_plan_prune_keeps_the_newest_the_active_and_the_rollback_target(
     oldest, second, *_ = versions
     await cli.ok("plan", "rollout", second, *SKIP_ARGS)
     await cli.ok("plan", "rollout", oldest, *SKIP_ARGS)  # active: the oldest; target: second
+    report = (await cli.ok("plan", "prune", "--keep", "2", "--dry-run")).splitlines()
+    # Issue 34: the report named the removed and the protected, and hid the newest kept.
+    assert [line.split()[0] for line in report if line.endswith("kept: newest")] == [
+        versions[-1], versions[-2],
+    ]  # fmt: skip
     dry = await cli.json("plan", "prune", "--keep", "2", "--dry-run")
     assert dry["protected"] == {oldest: "active", second: "rollback target"}
     assert len(dry["removed"]) == 2 and await stores.plans.get_metadata(

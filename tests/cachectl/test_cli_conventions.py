@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -37,6 +38,20 @@ def test_global_options_before_the_command_are_moved_after_it() -> None:
     ]  # fmt: skip
     assert hoist_global_options(["--timeout=3", "plan", "list"]) == ["plan", "list", "--timeout=3"]
     assert hoist_global_options(["plan", "list", "--json"]) == ["plan", "list", "--json"]
+    # Between the group and its subcommand too, as kubectl and gh accept (issue 34) ...
+    assert hoist_global_options(["plan", "--target", "h:1", "list"]) == [
+        "plan", "list", "--target", "h:1",
+    ]  # fmt: skip
+    # ... but never past the command's words: a value is never taken for a flag.
+    assert hoist_global_options(["plan", "build", "--note", "--json", "--json"]) == [
+        "plan", "build", "--note", "--json", "--json",
+    ]  # fmt: skip
+    assert hoist_global_options(["nodes", "add", "n1", "--json"]) == [
+        "nodes",
+        "add",
+        "n1",
+        "--json",
+    ]
 
 
 @pytest.mark.redis
@@ -117,6 +132,7 @@ def _all_help(parser: argparse.ArgumentParser) -> Iterator[str]:
 def test_help_texts_have_no_markup_or_stale_paths() -> None:
     for text in _all_help(build_parser()):
         assert "``" not in text and "docs/notes" not in text, text
+        assert not re.search(r":(mod|func|class|meth|attr):", text), text  # issue 34
 
 
 def test_help_marks_what_rates_requires() -> None:

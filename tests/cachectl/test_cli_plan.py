@@ -27,7 +27,7 @@ tenant-42,1.5
 soylent/faq,0.8
 wayne/legal,0.4
 """
-BUILD_JSON_FIELDS = {"metadata", "active", "out", "bytes"}  # the control plane's PlanSummary
+BUILD_JSON_FIELDS = {"metadata", "active", "out"}  # the control plane's PlanSummary, and --out
 STATS_JSON_FIELDS = {
     "num_keys",
     "admitted_keys",
@@ -111,6 +111,8 @@ def test_build_json_is_one_object_describing_the_written_plan(
     assert meta["content_hash"] == table.content_hash
     assert meta["created_at_unix_ms"] == str(table.created_at_unix_ms)  # 64-bit: a string
     assert result["out"] == str(out) and result["active"] is False
+    assert "bytes" not in result  # the size is said once (issue 34): metadata.table_bytes
+    assert meta["table_bytes"] == str(out.stat().st_size)
     assert (meta["stats"]["num_keys"], meta["stats"]["admitted_keys"]) == ("8", "4")
     assert meta["stats"]["admitted_rate_share"] == pytest.approx(75.5 / 81.4)
     assert meta["stats"]["slots_total"] == "8"
@@ -212,6 +214,17 @@ BAD_FILES = [
     ("row with 3 fields", "key,rate\na,1,x\n", "rates.csv:2: expected 2 fields"),
     ("empty key", "key,rate\n,1\n", "rates.csv:2: key is empty"),
     ("key over 512 bytes", f"key,rate\n{'k' * 513},1\n", "rates.csv:2: key is 513 bytes"),
+    # Issue 34: each of these used to plan a key no caller sends, silently.
+    ("spaces around a key", "key,rate\na,1\n acme ,5\n", "rates.csv:3: key ' acme ' has spaces"),
+    ("spaces around a rate", "key,rate\nacme, 5\n", "rates.csv:2: rate ' 5' has spaces"),
+    ("underscores in a rate", "key,rate\na,1_000\n", "rates.csv:2: rate '1_000' is not a plain"),
+    ("hex rate", "key,rate\na,0x10\n", "rates.csv:2: rate '0x10' is not a number"),
+    (
+        "a comment line",
+        "key,rate\n#top tenants,1\na,2\n",
+        "rates.csv:2: key '#top tenants' starts with '#'",
+    ),
+    ("a derived key", "key,rate\n~d1.00ff,3\n", "rates.csv:2: key '~d1.00ff' starts with '~'"),
 ]
 
 

@@ -17,6 +17,7 @@ from dataplane.core.policies.chwbl import ChwblPolicy
 from dataplane.core.policies.registry import (
     ABLATIONS,
     BASELINES,
+    BASELINES_2026,
     EXTENSIONS,
     POLICIES,
     UnknownPolicyError,
@@ -74,7 +75,7 @@ def drive(name: str, seed: int, steps: int = 300) -> list[Decision]:
 
 
 def test_registry_lists_baselines_then_ablations_in_order() -> None:
-    assert tuple(POLICIES) == BASELINES + ABLATIONS + EXTENSIONS
+    assert tuple(POLICIES) == BASELINES + ABLATIONS + EXTENSIONS + BASELINES_2026
     assert all(POLICIES[name].name == name for name in POLICIES)
 
 

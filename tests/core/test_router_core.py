@@ -223,7 +223,8 @@ def test_only_policies_that_declare_it_get_prefix_blocks() -> None:
     from dataplane.core.policies import POLICIES  # noqa: PLC0415
 
     needing = {name for name in POLICIES if Router(policy=name).pools["default"].uses_blocks}
-    assert needing == {"preble", "sglang"}  # dualmap learns from decisions, not from prefixes
+    # dualmap learns from decisions, not from prefixes
+    assert needing == {"preble", "sglang", "smg", "smg_events"}
 
 
 def test_a_decision_names_the_current_address_and_version_after_changes() -> None:

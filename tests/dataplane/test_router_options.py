@@ -62,6 +62,9 @@ def test_passive_health_and_planning_options_reach_the_router_config(tmp_path: P
     default = config_from(parse_args([], {}))
     assert default.outliers.consecutive_failures == 5 and default.auth is None
     assert default.planning_rate_limit == 0.0
+    assert not default.health_feedback_anonymous  # issue 32: loopback peers only by default
+    opted = config_from(parse_args([], {"CACHEROUTE_HEALTH_FEEDBACK_ANONYMOUS": "true"}))
+    assert opted.health_feedback_anonymous
 
 
 def test_bad_passive_health_and_planning_options_name_the_option(tmp_path: Path) -> None:

@@ -78,5 +78,12 @@ def test_an_exposed_redis_without_a_data_directory_is_refused() -> None:
     from controlplane.config import parse_config  # noqa: PLC0415
     from servekit.options import SettingsError  # noqa: PLC0415
 
-    with pytest.raises(SettingsError, match="needs a data directory"):
-        parse_config(["--embedded-redis-bind", "0.0.0.0", "--redis-data-dir", "off"], environ={})
+    bind = ["--embedded-redis-bind", "0.0.0.0"]
+    with pytest.raises(SettingsError, match="needs a data directory") as off:
+        parse_config([*bind, "--redis-data-dir", "off"], environ={})
+    # Issue 34: the port is fixed (6379) here, so the advice names the flag that matters.
+    assert "--redis-data-dir off leaves none" in str(off.value)
+    assert "--embedded-redis-port" not in str(off.value)
+    with pytest.raises(SettingsError, match="needs a data directory") as free:
+        parse_config([*bind, "--embedded-redis-port", "0"], environ={})
+    assert "--embedded-redis-port 0 (a free port) has no default one" in str(free.value)

@@ -26,6 +26,7 @@ from cacheroute.v1 import admin_pb2, admin_pb2_grpc, agent_pb2, agent_pb2_grpc, 
 from controlplane.config import ControlPlaneConfig
 from controlplane.server import ControlPlane
 from dataplane.core.keys import hash_key
+from tests.support.timing import StartDeadline
 
 # Past every gate, by name and with a reason (setup steps that are not about the gates).
 ALL_GATES = ("destinations", "shadow")
@@ -176,7 +177,7 @@ async def register_nodes(c: Clients, pool: str = "default", count: int = 4) -> l
 ROOT = Path(__file__).resolve().parents[2]
 
 
-STARTUP_TIMEOUT_S = 90.0
+STARTUP_TIMEOUT_S = 90.0  # seconds of the machine's time (tests/support/timing.py)
 
 
 class ControlPlaneProcess:
@@ -199,8 +200,10 @@ class ControlPlaneProcess:
         self.seen: list[dict[str, Any]] = []
         threading.Thread(target=self._read, daemon=True).start()
         try:
-            # A hang guard, not a speed bound: a starved machine can take long to start Python.
-            serving = self.wait_for("control plane serving", timeout=STARTUP_TIMEOUT_S)
+            # A hang guard, not a speed bound: a starved machine can take long to start Python,
+            # so the patience is in the machine's own seconds (StartDeadline).
+            with StartDeadline(STARTUP_TIMEOUT_S) as deadline:
+                serving = self.wait_for("control plane serving", deadline=deadline)
         except BaseException:
             # Not yet in any fixture's list: left running it would keep publishing (empty) load
             # snapshots into the Redis of whichever test runs next on this worker.
@@ -217,12 +220,19 @@ class ControlPlaneProcess:
             except json.JSONDecodeError:
                 self.lines.put({"event": "raw", "line": line})
 
-    def wait_for(self, event: str, timeout: float = 15.0) -> dict[str, Any]:
+    def wait_for(
+        self, event: str, timeout: float = 15.0, *, deadline: StartDeadline | None = None
+    ) -> dict[str, Any]:
+        """The first ``event`` line; waits ``timeout`` seconds, or as long as ``deadline`` says."""
         for seen in self.seen:
             if seen.get("event") == event:
                 return seen
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        ends = time.monotonic() + timeout
+
+        def waiting() -> bool:
+            return not deadline.expired() if deadline is not None else time.monotonic() < ends
+
+        while waiting():
             try:
                 line = self.lines.get(timeout=0.1)
             except queue.Empty:
@@ -232,7 +242,8 @@ class ControlPlaneProcess:
             self.seen.append(line)
             if line.get("event") == event:
                 return line
-        raise AssertionError(f"no {event!r} log line; saw {self.seen}")
+        waited = deadline.describe() if deadline is not None else f"{timeout} s"
+        raise AssertionError(f"no {event!r} log line in {waited}; saw {self.seen}")
 
     def terminate(self, timeout: float = 10.0) -> int:
         self.proc.send_signal(signal.SIGTERM)

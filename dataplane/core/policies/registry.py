@@ -10,17 +10,19 @@ from dataplane.core.policies.cacheroute import (
     CacheRoutePolicy,
     ReplicateRandomPolicy,
 )
+from dataplane.core.policies.cacheroute_conversation import CacheRouteConversationPolicy
 from dataplane.core.policies.cacheroute_online import CacheRouteOnlinePolicy
 from dataplane.core.policies.chwbl import ChwblPolicy
 from dataplane.core.policies.dualmap import DualMapPolicy
 from dataplane.core.policies.flat import FlatPolicy
 from dataplane.core.policies.preble import PreblePolicy
 from dataplane.core.policies.sglang import SGLangPolicy
+from dataplane.core.policies.smg import SmgEventsPolicy, SmgPolicy
 from dataplane.core.policies.sticky import StickyPolicy
 
 POLICIES: dict[str, type[Policy]] = {
     cls.name: cls
-    for cls in (  # BASELINES order, then ABLATIONS, then EXTENSIONS
+    for cls in (  # BASELINES order, then ABLATIONS, EXTENSIONS and BASELINES_2026
         FlatPolicy,
         StickyPolicy,
         ChwblPolicy,
@@ -31,14 +33,26 @@ POLICIES: dict[str, type[Policy]] = {
         AffinityOnlyPolicy,
         ReplicateRandomPolicy,
         CacheRouteOnlinePolicy,
+        CacheRouteConversationPolicy,
+        SmgPolicy,
+        SmgEventsPolicy,
     )
 }
 
 # The seven policies of the paper's comparison, in its table order; the rest are ablations.
 BASELINES = ("flat", "sticky", "chwbl", "dualmap", "preble", "sglang", "cacheroute")
 ABLATIONS = ("affinity_only", "replicate_random")
-# Beyond the paper: the paper's dispatch with the bounded, session-aware online step (issue 22).
-EXTENSIONS = ("cacheroute_online",)
+# Beyond the paper: the bounded, session-aware online step (issue 22) and conversation affinity
+# without client help (issue 30).
+EXTENSIONS = ("cacheroute_online", "cacheroute_conversation")
+# The 2026 baselines (issue 30): the SGLang model gateway's current rule, and its KV-event mode
+# (standing for the KV-event routers: SMG events, Dynamo's KV router, llm-d's precise scorer).
+BASELINES_2026 = ("smg", "smg_events")
+
+
+# What a live router may run: every policy but those that read the engines' residency (KV
+# events), which only the simulator supplies today.
+ROUTER_POLICIES = tuple(name for name, cls in POLICIES.items() if not cls.needs_residency)
 
 
 class UnknownPolicyError(ValueError):

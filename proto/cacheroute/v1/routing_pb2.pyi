@@ -167,6 +167,7 @@ class RouteRequest(_message.Message):
     REQUEST_ID_FIELD_NUMBER: _builtins.int
     HOLD_UNTIL_RELEASE_FIELD_NUMBER: _builtins.int
     SESSION_TOKEN_FIELD_NUMBER: _builtins.int
+    SESSION_ID_FIELD_NUMBER: _builtins.int
     pool: _builtins.str
     """Destination pool (one fleet serving one model). Empty means "default".
     Syntax: ^[a-z0-9][a-z0-9_.-]{0,62}$.
@@ -201,6 +202,14 @@ class RouteRequest(_message.Message):
     a malformed, forged, foreign (another pool, or a node that left) or stale (another table
     generation) token is ignored and counted, never an error. At most 512 characters are read.
     """
+    session_id: _builtins.str
+    """Optional: a stable id of the conversation or agent session this request belongs to, the same
+    on every turn (the HTTP doors fill it from `x-session-id`, `x-claude-code-session-id` or
+    `x-dynamo-session-id`, else from the chat's messages up to the first user turn). The
+    conversation-affinity policy (cacheroute_conversation) keeps one conversation on one member
+    of its key's destination set, the same on every router, with no token. At most 256
+    characters; opaque.
+    """
     @_builtins.property
     def prefix_blocks(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """Optional precomputed chained prefix-block hashes (any block size, oldest first). When set,
@@ -219,10 +228,11 @@ class RouteRequest(_message.Message):
         request_id: _builtins.str = ...,
         hold_until_release: _builtins.bool = ...,
         session_token: _builtins.str = ...,
+        session_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cache_salt", b"cache_salt", "hold_until_release", b"hold_until_release", "key", b"key", "model", b"model", "pool", b"pool", "prefix_blocks", b"prefix_blocks", "prompt_prefix", b"prompt_prefix", "request_id", b"request_id", "session_token", b"session_token"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cache_salt", b"cache_salt", "hold_until_release", b"hold_until_release", "key", b"key", "model", b"model", "pool", b"pool", "prefix_blocks", b"prefix_blocks", "prompt_prefix", b"prompt_prefix", "request_id", b"request_id", "session_id", b"session_id", "session_token", b"session_token"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -14,6 +14,7 @@ from controlplane.core.byte_admission import (
     BALANCE_SLACK,
     admit_by_bytes,
     place_best,
+    place_lpt_bytes,
     saved_prefill,
 )
 from controlplane.core.planner import PlanError, PlanInput, admit, build_plan, byte_candidates
@@ -176,3 +177,55 @@ def test_best_saves_at_least_the_prefill_of_either_rank_and_of_equal_slots(
     )
     equal = saved_prefill(plan.rates[order], plan.prefix_sizes[order], placed)
     assert best >= equal - 1e-9
+
+
+# -- place_lpt_bytes with node weights: pinned placements (issue 36: a mutant that ignored the
+# weights survived two mutation runs) -----------------------------------------------------------
+
+
+def test_weighted_lpt_fills_a_node_in_proportion_to_its_weight() -> None:
+    """Two empty nodes of weight 1 and 3, four unit keys of one replica each: by load ÷ weight the
+    heavy node takes three (0 / 1 ties to node 0 first, then 1/1 > 1/3 > 2/3 ... ); ignoring the
+    weights would alternate 0, 1, 0, 1."""
+    sets = place_lpt_bytes(
+        rates=[1.0] * 4, replicas=[1] * 4, sizes=[1.0] * 4, loads=[0.0, 0.0],
+        weights=[1.0, 3.0], budget_per_node=100.0,
+    )  # fmt: skip
+    assert sets == [[0], [1], [1], [1]]
+
+
+def test_weighted_lpt_starts_from_initial_load_per_weight() -> None:
+    """Initial loads 2 and 3 on weights 1 and 3: node 1 is the lighter (1.0 < 2.0)."""
+    sets = place_lpt_bytes(
+        rates=[0.5], replicas=[1], sizes=[1.0], loads=[2.0, 3.0], weights=[1.0, 3.0],
+        budget_per_node=100.0,
+    )  # fmt: skip
+    assert sets == [[1]]
+
+
+def test_the_load_cap_is_per_unit_of_weight() -> None:
+    """Cap 1.0: a 1.5 req/s key overloads the weight-1 node (1.5) but fits the weight-2 node
+    (0.75); with both at weight 1 it fits neither and joins the tail."""
+    common = {"rates": [1.5], "replicas": [1], "sizes": [1.0], "budget_per_node": 10.0}
+    assert place_lpt_bytes(loads=[0.0, 0.0], weights=[1.0, 2.0], load_cap=1.0, **common) == [[1]]
+    assert place_lpt_bytes(loads=[0.0, 0.0], weights=[1.0, 1.0], load_cap=1.0, **common) == [None]
+
+
+def test_weighted_lpt_keeps_the_heavier_node_ahead_after_a_tail_key() -> None:
+    """A key that cannot be placed (too big) leaves the weighted order as it was: the weight-4 node
+    takes the third and fourth keys (0.25 < 1.0); unweighted, the fourth ties back to node 0."""
+    sets = place_lpt_bytes(
+        rates=[4.0, 1.0, 1.0, 1.0], replicas=[1, 1, 1, 1], sizes=[50.0, 1.0, 1.0, 1.0],
+        loads=[0.0, 0.0], weights=[1.0, 4.0], budget_per_node=10.0,
+    )  # fmt: skip
+    assert sets == [None, [0], [1], [1]]
+
+
+def test_a_partly_placed_key_puts_its_nodes_back_at_their_weighted_load() -> None:
+    """Key A needs two replicas but node 0 is over the cap, so A joins the tail and node 1 goes
+    back into the heap at 4 ÷ 4 = 1.0, ahead of node 0 (2 ÷ 1): key B lands on node 1."""
+    sets = place_lpt_bytes(
+        rates=[1.0, 0.1], replicas=[2, 1], sizes=[1.0, 1.0], loads=[2.0, 4.0],
+        weights=[1.0, 4.0], budget_per_node=10.0, load_cap=2.2,
+    )  # fmt: skip
+    assert sets == [None, [1]]

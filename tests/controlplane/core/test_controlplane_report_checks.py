@@ -113,6 +113,7 @@ NAN = float("nan")
         ([0.1, 0.5], [1.0, NAN], 2.0),
         ([0.1, 0.5], [-1.0, 2.0], 2.0),
         ([float(i) for i in range(1, 100)], [0.0] * 99, 0.0),  # too many buckets
+        ([0.1, 0.5], [1e13, 1e13], 1e13),  # more than an engine could ever count (issue 32)
     ],
 )
 def test_a_malformed_ttft_histogram_is_refused(

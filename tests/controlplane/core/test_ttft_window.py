@@ -113,3 +113,21 @@ def test_deltas_within_a_second_are_kept_as_one_with_the_same_totals() -> None:
     assert [at for at, _ in window.deltas] == [10_750, 11_000]
     assert [b.cumulative for _, b in window.deltas] == [(3, 6, 6, 6), (1, 2, 2, 2)]
     assert merge(window.between(0, 11_000)) == cum(4, 8, 8, 8)
+
+
+def test_a_node_reporting_more_than_an_engine_could_serve_is_dropped_not_merged() -> None:
+    """Issue 32: one node's counts moved the pool's p99 from 2.33 s to 0.01 s."""
+    windows = TtftWindows()
+    for node in ("a", "b", "c"):
+        windows.observe("p", node, 1_000, cum(0, 0, 0, 0))
+        windows.observe("p", node, 11_000, cum(0, 0, 100, 100))  # 10/s, all in (0.5, 1]
+    honest = windows.quantile("p", 0.99, 0, 20_000).value_s
+    assert honest is not None and honest > 0.5
+    windows.observe("p", "liar", 1_000, cum(0, 0, 0, 0))
+    windows.observe("p", "liar", 11_000, cum(1e9, 1e9, 1e9, 1e9))  # 1e8/s in (0, 0.1]
+    assert windows.quantile("p", 0.99, 0, 20_000).value_s == honest
+    liar = NodeWindow()
+    liar.observe(1_000, cum(0, 0, 0, 0))
+    liar.observe(2_000, cum(2_001, 2_001, 2_001, 2_001))
+    liar.observe(3_000, cum(2_001, 2_001, 2_001, 4_001))
+    assert liar.implausible == 1 and [b.total for _, b in liar.deltas] == [2_000]

@@ -22,6 +22,7 @@ from controlplane.services.auth import (
     token_hash,
 )
 from servekit.tls import ClientTlsConfig, TlsConfig
+from tests.support.certs import make_certs
 from tests.support.controlplane import fast_config, report
 from tests.support.controlplane import running as running_plane
 
@@ -74,31 +75,6 @@ def test_the_auth_file_is_validated_entry_by_entry(tmp_path: Path) -> None:
     path.write_text("- {name: a, role: read, sha256: 123}\n")
     with pytest.raises(AuthFileError, match=r"auth\.yaml: entry 0"):
         load_auth_file(path)
-
-
-def _openssl(*args: str) -> None:
-    subprocess.run(["openssl", *args], check=True, capture_output=True)
-
-
-def make_certs(tmp: Path) -> dict[str, Path]:
-    """A CA, a server certificate for 127.0.0.1 and two client certificates (by CN)."""
-    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=test-ca",
-             "-keyout", str(tmp / "ca.key"), "-out", str(tmp / "ca.pem"))  # fmt: skip
-    paths = {"ca": tmp / "ca.pem"}
-    for name, subject, ext in (
-        ("server", "/CN=localhost", "subjectAltName=IP:127.0.0.1,DNS:localhost"),
-        ("agent", "/CN=agents.rack7", "subjectAltName=DNS:agents.rack7"),
-        ("ops", "/CN=ops.admin", "subjectAltName=DNS:ops.admin"),
-    ):
-        key, csr, pem = tmp / f"{name}.key", tmp / f"{name}.csr", tmp / f"{name}.pem"
-        _openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", subject, "-keyout", str(key),
-                 "-out", str(csr))  # fmt: skip
-        (tmp / f"{name}.ext").write_text(ext + "\n")
-        _openssl("x509", "-req", "-in", str(csr), "-CA", str(tmp / "ca.pem"), "-CAkey",
-                 str(tmp / "ca.key"), "-CAcreateserial", "-days", "1", "-out", str(pem),
-                 "-extfile", str(tmp / f"{name}.ext"))  # fmt: skip
-        paths[name], paths[f"{name}.key"] = pem, key
-    return paths
 
 
 @pytest.mark.redis

@@ -5,13 +5,15 @@ EPPs (Envoy spreads its ext_proc streams over both), Envoy running ``deploy/envo
 and the real ``openai`` client talking to Envoy: warm keys land on the active plan's node,
 streaming or not, keyed by a header or by the body; both replicas give identical picks; a killed
 engine is answered by the fallback entry; held load returns to zero when streams end or clients
-disconnect.
+disconnect; a picker replica stopped under load costs at most the requests in flight on it.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+import signal
+import urllib.request
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,12 +29,14 @@ from dataplane.core.keys import hash_key
 from dataplane.core.table import RoutingTable
 from dataplane.extproc.context import ExtProcConfig
 from dataplane.server import RouterConfig, RouterServer
+from servekit.processes import free_port
 from sim.engine_model import DEFAULT_PROFILE
 from tests.dataplane.http_front.conftest import SimEngines, snapshot
 from tests.dataplane.http_front.metrics_util import in_flight, metric_sum
 from tests.support import extproc as m
 from tests.support.envoy import Envoy
 from tests.support.factories import small_plan, store_plan
+from tests.support.faults import Fleet
 from tests.support.polling import eventually
 from tests.support.router import QUIET, rollout, warm_keys
 from tests.support.streams import streams_through_a_kill
@@ -108,7 +112,11 @@ async def gateway(
             )
 
         await eventually(synced, timeout=20)
-        pickers = [("127.0.0.1", r.extproc.port) for r in routers if r.extproc is not None]
+        pickers = [
+            ("127.0.0.1", r.extproc.port, r.extproc.health_port or 0)
+            for r in routers
+            if r.extproc is not None
+        ]
         envoy = Envoy(workdir, engines=[("127.0.0.1", p) for p in engines.ports], pickers=pickers)
         await asyncio.to_thread(envoy.wait_ready)
         yield Gateway(envoy, routers, engines, table, generation)
@@ -156,7 +164,8 @@ async def test_warm_keys_land_on_the_active_plans_node_streaming_or_not(
             assert raw.headers["x-cacheroute-reason"] == "warm"
             assert raw.headers["x-cacheroute-version"] == gw.table.version
             assert raw.headers["x-cacheroute-generation"] == str(gw.generation)
-            assert raw.headers["x-gateway-destination-endpoint-served"] == gw.address(node)
+            # The picker reads the served endpoint; the client never sees it (issue 34).
+            assert "x-gateway-destination-endpoint-served" not in raw.headers
         assert all(decisions(r) > 0 for r in gw.routers)  # both replicas served: active-active
         await eventually(lambda: _true(gw.held() == {}), timeout=10)
 
@@ -244,3 +253,141 @@ async def test_held_load_returns_to_zero_when_streams_end_or_clients_disconnect(
             await stream.close()
         open_streams = []
         await eventually(lambda: _true(gw.held() == {}), timeout=10)
+
+
+async def _completion(api: openai.AsyncOpenAI, prompt: str) -> str:
+    """One short completion through Envoy: "" when it succeeded, else what went wrong."""
+    try:
+        done = await api.completions.create(model=MODEL, prompt=prompt, max_tokens=2)
+    except openai.APIStatusError as exc:
+        return f"HTTP {exc.status_code} {exc.response.text!r}"
+    except openai.APIError as exc:
+        return repr(exc)
+    return "" if done.choices else "no choices"
+
+
+@dataclass
+class ThroughAStop:
+    """Six clients' requests through Envoy while one picker stops: (started, ended, error)."""
+
+    outcomes: list[tuple[float, float, str]]
+    stop_began: float
+    stop_ended: float
+
+    def check(self) -> None:
+        """Only requests under way while the picker stopped may fail; none sent afterwards."""
+        failed = [o for o in self.outcomes if o[2]]
+        in_flight = [
+            o for o in self.outcomes if o[0] <= self.stop_ended and o[1] >= self.stop_began
+        ]
+        late = [o for o in failed if o[0] > self.stop_ended]
+        assert late == [], f"{len(late)} requests sent after the stop failed: {late}"
+        assert len(failed) <= len(in_flight), failed
+
+
+async def _through_a_stop(
+    api: openai.AsyncOpenAI, both_used: Callable[[], bool], stop: Callable[[], Awaitable[None]]
+) -> ThroughAStop:
+    loop = asyncio.get_running_loop()
+    outcomes: list[tuple[float, float, str]] = []
+    running = True
+
+    async def client(index: int) -> None:
+        sent = 0
+        while running:
+            started = loop.time()
+            error = await _completion(api, f"client {index} request {sent}")
+            outcomes.append((started, loop.time(), error))
+            sent += 1
+
+    clients = [asyncio.create_task(client(i)) for i in range(6)]
+    try:
+        await eventually(lambda: _true(both_used() and len(outcomes) >= 20), timeout=60)
+        stop_began = loop.time()
+        await stop()
+        stop_ended = loop.time()
+        await eventually(
+            lambda: _true(sum(1 for o in outcomes if o[0] > stop_ended) >= 60), timeout=120
+        )
+    finally:
+        running = False
+        await asyncio.gather(*clients)
+    return ThroughAStop(outcomes, stop_began, stop_ended)
+
+
+async def test_a_stopped_picker_costs_at_most_its_in_flight_requests_then_100_of_100_succeed(
+    redis_url: str, stores: Stores, module_engines: SimEngines, tmp_path: Path
+) -> None:
+    """Issue 34: with no health check and no ejection in the recipe, one stopped picker of two
+    failed every other request with an empty 500, for as long as it stayed down. Now its health
+    check fails, outlier detection ejects it and a stream that cannot open is retried on the
+    other replica: only requests in flight while it stopped may fail."""
+    async with (
+        gateway(redis_url, stores, module_engines, tmp_path) as gw,
+        gw.client() as api,
+    ):
+        stopped = gw.routers[0]
+
+        async def stop() -> None:
+            gw.routers.remove(stopped)  # the gateway's exit stops the others
+            await stopped.stop()
+
+        def both_used() -> bool:
+            return all(decisions(r) > 0 for r in gw.routers)
+
+        (await _through_a_stop(api, both_used, stop)).check()
+        survivor = decisions(gw.routers[0])
+        after = await asyncio.gather(*(_completion(api, f"after {i}") for i in range(100)))
+        assert after == [""] * 100
+        assert decisions(gw.routers[0]) >= survivor + 100  # all picked by the remaining replica
+        await eventually(lambda: _true(gw.held() == {}), timeout=20)
+
+
+def _scraped(metrics_port: str, name: str) -> float:
+    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5) as page:
+        text = page.read().decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name))
+
+
+async def test_a_killed_picker_process_costs_at_most_its_in_flight_requests(
+    redis_url: str, stores: Stores, module_engines: SimEngines, tmp_path: Path
+) -> None:
+    """The crash case: a picker process SIGKILLed under load (no graceful stop, its streams
+    reset); the recipe routes around it the same way."""
+    await stores.cluster.publish_load(snapshot(module_engines.addresses, seq=1))
+    await rollout(stores, await store_plan(stores, small_plan(nodes=4, keys=20)))
+    fleet = Fleet(tmp_path / "logs")
+    envoy: Envoy | None = None
+    try:
+        pickers = []
+        for name in ("epp-a", "epp-b"):
+            port, health = free_port(), free_port()
+            proc = fleet.router(name, redis_url, "--extproc-listen", f"127.0.0.1:{port}",
+                                "--extproc-health-listen", f"127.0.0.1:{health}")  # fmt: skip
+            pickers.append((proc, port, health))
+        metrics = [(await proc.logged("router serving", "metrics_port"))[0] for proc, *_ in pickers]
+        envoy = Envoy(
+            tmp_path,
+            engines=[("127.0.0.1", p) for p in module_engines.ports],
+            pickers=[("127.0.0.1", port, health) for _, port, health in pickers],
+        )
+        await asyncio.to_thread(envoy.wait_ready)
+
+        def both_used() -> bool:
+            name = "cacheroute_router_extproc_decisions_total"
+            return all(_scraped(port, name) > 0 for port in metrics)
+
+        async def kill() -> None:
+            pickers[0][0].signal(signal.SIGKILL)
+            await asyncio.to_thread(pickers[0][0].wait, 10.0)
+
+        async with openai.AsyncOpenAI(
+            base_url=f"{envoy.url}/v1", api_key="unused", max_retries=0, timeout=120
+        ) as api:
+            (await _through_a_stop(api, both_used, kill)).check()
+            after = await asyncio.gather(*(_completion(api, f"after {i}") for i in range(100)))
+            assert after == [""] * 100
+    finally:
+        if envoy is not None:
+            envoy.stop()
+        await asyncio.to_thread(fleet.stop)

@@ -84,9 +84,16 @@ def test_the_picker_options_reach_the_router_config() -> None:
     assert config_from(parse_args([], {})).extproc is None
     argv = ["--extproc-listen", "0.0.0.0:9002", "--extproc-health-listen", "0.0.0.0:9003",
             "--extproc-pool", "chat", "--extproc-fallbacks", "1",
-            "--key-header", "X-Tenant", "--key-header", "x-session-id"]  # fmt: skip
+            "--key-header", "X-Tenant", "--key-header", "x-session-id",
+            "--extproc-max-buffered", "4096", "--extproc-body-timeout", "7",
+            "--extproc-allow-unauthenticated"]  # fmt: skip
+    with pytest.raises(SettingsError, match="refusing to serve the Endpoint Picker on"):
+        config_from(parse_args(argv, {}))  # protected mode covers the picker's port too
+    argv.append("--allow-unauthenticated")
     got = config_from(parse_args(argv, {"CACHEROUTE_EXTPROC_MAX_BODY": "1024"}))
     assert got.extproc is not None
+    assert (got.extproc.max_buffered_bytes, got.extproc.body_timeout_s) == (4096, 7.0)
+    assert got.extproc.allow_unauthenticated
     assert (got.extproc.listen, got.extproc.health_listen) == ("0.0.0.0:9002", "0.0.0.0:9003")
     assert (got.extproc.pool, got.extproc.fallbacks, got.extproc.max_body_bytes) == (
         "chat",

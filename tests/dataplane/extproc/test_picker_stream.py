@@ -52,7 +52,7 @@ def picker(
 
 
 def run(ctx: PickerContext, *messages: Any) -> tuple[PickerStream, list[Any]]:
-    stream = PickerStream(ctx)
+    stream = PickerStream(ctx, "gateway")
     answers: list[Any] = []
     for message in messages:
         answers += stream.on_message(message)
@@ -108,7 +108,7 @@ def test_a_body_in_many_chunks_is_gathered_then_keyed_by_prompt_cache_key(
     ctx = picker(table=plan)
     key = warm_keys(plan)[1]
     body = m.chat_body("x" * 150_000, prompt_cache_key=key)
-    stream = PickerStream(ctx)
+    stream = PickerStream(ctx, "gateway")
     assert stream.on_message(m.request_headers()) == []  # the key is in the body: wait for it
     chunks = m.body_chunks(body, 16_384)
     for chunk in chunks[:-1]:  # nothing is answered before the body is complete
@@ -227,7 +227,7 @@ def test_malformed_or_oversized_bodies_get_a_clear_answer_and_nothing_is_forward
     body: bytes, status: int, code: str | None
 ) -> None:
     ctx = picker(max_body_bytes=4096)
-    stream = PickerStream(ctx)
+    stream = PickerStream(ctx, "gateway")
     answers = stream.on_message(m.request_headers())
     for chunk in m.body_chunks(body, 1000):
         answers += stream.on_message(chunk)

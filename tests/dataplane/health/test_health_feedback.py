@@ -14,6 +14,7 @@ from cacheroute_state import Stores
 from dataplane.core.outliers import OutlierConfig
 from dataplane.health.health_feedback import parse_networks
 from servekit.auth_file import load_auth_file, token_hash
+from tests.support.network import non_loopback_ip
 from tests.support.polling import eventually
 from tests.support.router import NODES, load_snapshot, router_stub, running_router
 
@@ -92,3 +93,26 @@ async def test_an_allow_list_names_the_only_callers_whose_outcomes_count(
         async with router_stub(srv) as stub:
             await fail_every_node(stub, (), rounds=3)
         assert len(srv.router.pools["default"].outliers.ejected) == 1
+
+
+async def test_without_auth_an_anonymous_caller_beyond_loopback_counts_only_when_opted_in(
+    redis_url: str, stores: Stores
+) -> None:
+    """Issue 32: a default router let one anonymous caller eject one engine of four."""
+    ip = non_loopback_ip()
+    if ip is None:
+        pytest.skip("this host has no non-loopback address to call from")
+    for anonymous, ejected in ((False, 0), (True, 1)):
+        async with running_router(
+            redis_url, listen=f"{ip}:0", outliers=OUTLIERS, health_feedback_anonymous=anonymous
+        ) as server:
+            await stores.cluster.publish_load(load_snapshot(dict.fromkeys(NODES, 0.0), seq=1))
+
+            async def ready() -> bool:
+                pools = server.router.pools
+                return "default" in pools and len(pools["default"].view.eligible_nodes) == 4
+
+            await eventually(ready)
+            async with router_stub(server) as stub:
+                await fail_every_node(stub, (), rounds=3)
+            assert len(server.router.pools["default"].outliers.ejected) == ejected, anonymous

@@ -21,8 +21,9 @@ from dataplane.http_front.app import FrontConfig
 from dataplane.server import RouterConfig, RouterServer
 from servekit.processes import free_port
 from tests.support.router import QUIET, load_snapshot
+from tests.support.timing import StartDeadline
 
-START_TIMEOUT_S = 60.0
+START_TIMEOUT_S = 60.0  # seconds of the machine's time (tests/support/timing.py)
 
 
 class SimEngines:
@@ -55,7 +56,10 @@ class SimEngines:
         return [f"127.0.0.1:{p}" for p in self.ports]
 
     def wait_ready(self) -> None:
-        deadline = time.monotonic() + START_TIMEOUT_S
+        with StartDeadline(START_TIMEOUT_S) as deadline:
+            self._wait_ready(deadline)
+
+    def _wait_ready(self, deadline: StartDeadline) -> None:
         for port, proc in zip(self.ports, self.procs, strict=True):
             while True:
                 if proc.poll() is not None:
@@ -64,8 +68,8 @@ class SimEngines:
                     with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1):
                         break
                 except OSError:
-                    if time.monotonic() > deadline:
-                        pytest.fail(f"simengine on port {port} not ready in {START_TIMEOUT_S} s")
+                    if deadline.expired():
+                        pytest.fail(f"simengine on port {port} not ready in {deadline.describe()}")
                     time.sleep(0.05)
 
     def kill(self, index: int) -> None:

@@ -17,6 +17,7 @@ from tests.dataplane.http_front.conftest import SimEngines, front_url, running_f
 from tests.dataplane.http_front.metrics_util import in_flight, metric_sum, node_load
 from tests.support.factories import small_plan, store_plan
 from tests.support.router import rollout, warm_keys
+from tests.support.router_core import table_for
 from tests.support.streams import streams_through_a_kill
 
 pytestmark = [pytest.mark.redis, pytest.mark.grpc]
@@ -178,3 +179,40 @@ async def test_the_session_token_header_comes_back_and_brings_the_next_turn_to_i
         )  # fmt: skip
         assert forged.status_code == 200
         assert forged.headers["x-cacheroute-reason"] == "warm"
+
+
+async def test_an_sdk_conversation_stays_on_one_member_without_a_token_on_every_router(
+    redis_url: str, stores: Stores, shared_engines: SimEngines
+) -> None:
+    """cacheroute_conversation over real HTTP with the real openai client and no token echoed:
+    every turn of a chat lands on one member of its key's set, on two routers alike (the second
+    has never seen the conversation), while different conversations of the key spread over the
+    members (issue 30)."""
+    table = table_for({"acme": [f"node-{i}" for i in range(4)]}, [f"node-{i}" for i in range(4)])
+    router = {"policy": "cacheroute_conversation"}
+    system = {"role": "system", "content": "You are ACME's assistant. " * 20}
+    async with (
+        running_front(redis_url, stores, shared_engines.addresses, router=router) as one,
+        running_front(redis_url, stores, shared_engines.addresses, router=router) as two,
+    ):
+        generation = await rollout(stores, await store_plan(stores, table))
+        for server in (one, two):
+            await _until(lambda s=server: s.router.pools["default"].table_generation == generation)
+        homes = set()
+        for conversation in range(8):
+            messages = [system, {"role": "user", "content": f"question {conversation}"}]
+            seen = set()
+            for turn in range(3):
+                api = client(one if turn % 2 == 0 else two)
+                raw = await api.chat.completions.with_raw_response.create(
+                    model=MODEL, messages=messages, max_tokens=2,
+                    extra_headers={"x-cacheroute-key": "acme"},
+                )  # fmt: skip
+                assert raw.headers["x-cacheroute-reason"] in ("warm", "session")
+                seen.add(raw.headers["x-cacheroute-node"])
+                answer = raw.parse().choices[0].message.content or ""
+                messages = [*messages, {"role": "assistant", "content": answer},
+                            {"role": "user", "content": f"follow-up {turn}"}]  # fmt: skip
+            assert len(seen) == 1, (conversation, seen)
+            homes |= seen
+        assert len(homes) >= 2  # 8 conversations over 4 members: not all on one

@@ -64,7 +64,8 @@ url
 {{- end -}}
 {{- end -}}
 
-{{/* The store URL the chart writes into its Secret; fails when none or two are chosen. */}}
+{{/* The store URL the chart writes into its Secret; fails when none or two are chosen.
+Called with the root context plus "password" (the trial Redis's): (merge (dict "password" $p) .). */}}
 {{- define "cacheroute.storeUrl" -}}
 {{- $chosen := 0 -}}
 {{- if .Values.redis.embedded.enabled }}{{ $chosen = add1 $chosen }}{{ end -}}
@@ -74,9 +75,30 @@ url
 {{- fail "redis: choose exactly one store: redis.embedded.enabled, redis.url or redis.existingSecret" -}}
 {{- end -}}
 {{- if .Values.redis.embedded.enabled -}}
-{{- printf "redis://%s:%d/0" (include "cacheroute.redisService" .) (int .Values.redis.embedded.port) -}}
+{{- printf "redis://:%s@%s:%d/0" .password (include "cacheroute.redisService" .) (int .Values.redis.embedded.port) -}}
 {{- else -}}
 {{- .Values.redis.url -}}
+{{- end -}}
+{{- end -}}
+
+{{/* A secret value: the one given, else the one the release's Secret already holds (stable
+across upgrades; `lookup` finds nothing under `helm template`), else a new random one:
+(dict "given" .Values.auth.agentToken "secret" $lookedUp "key" "agent-token"). */}}
+{{- define "cacheroute.keptSecret" -}}
+{{- $found := "" -}}
+{{- if and .secret .secret.data (hasKey .secret.data .key) -}}
+{{- $found = index .secret.data .key | b64dec -}}
+{{- end -}}
+{{- .given | default $found | default (randAlphaNum 43) -}}
+{{- end -}}
+
+{{/* Protected mode: an install is authenticated (auth.enabled) or says it is open. */}}
+{{- define "cacheroute.exposure" -}}
+{{- if and .Values.auth.enabled .Values.allowUnauthenticated -}}
+{{- fail "allowUnauthenticated: true needs auth.enabled=false (choose one)" -}}
+{{- end -}}
+{{- if not (or .Values.auth.enabled .Values.allowUnauthenticated) -}}
+{{- fail "auth.enabled=false leaves every port open: set allowUnauthenticated=true to say so, or keep auth.enabled" -}}
 {{- end -}}
 {{- end -}}
 
