@@ -4,6 +4,7 @@
         [--arms flat,cacheroute,cacheroute_online,sglang,direct]
         [--engines 4 --slots 4 --context 8192 --tenants 16 --requests 40 --rate 2 --repeats 3]
         [--json docs/results/real_engine.json]
+    .venv/bin/python bench/bench_real_engine.py --report A.json B.json   # one table of saved runs
 
 N engines (``-np`` slots, ``-cram 0``: no RAM prompt cache, so capacity is counted in prefixes),
 one agent each, a control plane and one router per arm, all up at once
@@ -93,7 +94,14 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", type=Path, help="write every run's summary here")
     parser.add_argument("--logs", type=Path, help="keep the processes' logs here")
+    parser.add_argument(
+        "--report", type=Path, nargs="+", help="print the table of saved --json files, run nothing"
+    )
     args = parser.parse_args()
+    if args.report:
+        saved = [json.loads(path.read_text()) for path in args.report]
+        print("\n".join(table([RunSummary(**r) for s in saved for r in s["runs"]])))
+        return 0
     binary = cached_binary()
     if not binary.exists():
         print(f"no llama-server at {binary}: run scripts/build_llamacpp.py", file=sys.stderr)
