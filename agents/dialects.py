@@ -248,13 +248,18 @@ def _read_sglang(expo: Exposition, dialect: Dialect) -> EngineSample:
 
 
 def _read_llamacpp(expo: Exposition) -> EngineSample:
-    """llama-server: processing/deferred requests; prompt tokens cached out of prompt tokens.
+    """llama-server: processing/deferred requests; prompt tokens cached out of all prompt tokens.
 
-    It exports no KV-usage gauge and no cache size (``/slots`` has per-slot state), so kv_usage
-    is 0 and the capacity unknown; its prompt-cache counters are tokens, like vLLM's.
+    Its ``prompt_tokens_total`` counts the prompt tokens it *processed*, cached ones excluded (the
+    HELP text of the pinned build says so, and ``tests/data/metrics/llamacpp.txt`` is captured
+    from it), so the queries, and the prompt tokens, are cached + processed: reading processed as
+    the queries turned a true 50% hit into 100%. It exports no KV-usage gauge and no cache size
+    (``/slots`` has per-slot state), so kv_usage is 0 and the capacity unknown.
     """
     p = "llamacpp:"
-    hits, queries = _counter_pair(expo, [(f"{p}prompt_tokens_cached", f"{p}prompt_tokens")])
+    hits, processed = expo.counter(f"{p}prompt_tokens_cached"), expo.counter(f"{p}prompt_tokens")
+    queries = None if hits is None or processed is None else hits + processed
+    prompt = None if processed is None else processed + (hits or 0.0)
     return EngineSample(
         dialect=LLAMACPP,
         kind=KIND[LLAMACPP],
@@ -262,9 +267,9 @@ def _read_llamacpp(expo: Exposition) -> EngineSample:
         running=_required(expo.sum(f"{p}requests_processing"), f"{p}requests_processing", LLAMACPP),
         waiting=_required(expo.sum(f"{p}requests_deferred"), f"{p}requests_deferred", LLAMACPP),
         kv_usage=0.0,
-        prefix_hits=hits,
+        prefix_hits=None if queries is None else hits,
         prefix_queries=queries,
-        prompt_tokens=expo.counter(f"{p}prompt_tokens"),
+        prompt_tokens=prompt,
         generation_tokens=expo.counter(f"{p}tokens_predicted"),
         process_start=expo.sum(PROCESS_START),
     )

@@ -5,7 +5,9 @@ an id already registered needs --replace), `remove` forgets one (not while a liv
 for it: stop the agent, or drain the node), `drain`/`undrain` stop or resume routing to any
 node, `list` shows every node with its state, load and report age, as routers treat it: a node
 kept up by a new leader's grace shows as `healthy (leader grace)`, with the detail in `--json`'s
-`reason`.
+`reason`. KIND is the engine kind the node's agent reported (`vllm`, `sglang`, `llamacpp`,
+`simulated`; `agent` before its first report says), or `static`; HIT the engine's prefix-cache
+hit rate over the agent's last interval (`-`: unknown, e.g. no prompts in it).
 """
 
 from __future__ import annotations
@@ -17,11 +19,26 @@ from typing import Any
 from cachectl.admin_client import actor, add_target_flags, connect, duration_text, to_json
 from cachectl.errors import CliError
 from cachectl.output import print_json, print_table
-from cacheroute.v1 import admin_pb2
+from cacheroute.v1 import admin_pb2, agent_pb2, cluster_pb2
 from controlplane.core.node_states import state_of
 from dataplane.core.addresses import InvalidEndpointError, check_endpoint
 
-HEADERS = ("NODE", "ADDRESS", "KIND", "STATE", "LOAD", "RUNNING", "WAITING", "WEIGHT", "REPORT_AGE")
+HEADERS = (
+    "NODE", "ADDRESS", "KIND", "STATE", "LOAD", "RUNNING", "WAITING", "HIT", "WEIGHT", "REPORT_AGE"
+)  # fmt: skip
+
+
+def kind_text(record: cluster_pb2.NodeRecord) -> str:
+    """``static``, the reported engine kind in lower case, or ``agent`` while it is unknown."""
+    if record.static:
+        return "static"
+    if record.engine_kind == agent_pb2.ENGINE_KIND_UNSPECIFIED:
+        return "agent"
+    return agent_pb2.EngineKind.Name(record.engine_kind).removeprefix("ENGINE_KIND_").lower()
+
+
+def hit_text(load: cluster_pb2.NodeLoad) -> str:
+    return f"{load.prefix_hit_rate:.1%}" if load.HasField("prefix_hit_rate") else "-"
 
 
 def node_rows(nodes: list[admin_pb2.NodeStatus]) -> list[list[object]]:
@@ -29,11 +46,12 @@ def node_rows(nodes: list[admin_pb2.NodeStatus]) -> list[list[object]]:
         [
             n.record.node_id,
             n.record.address,
-            "static" if n.record.static else "agent",
+            kind_text(n.record),
             f"{state_of(n)} ({n.reason.partition(':')[0]})" if n.reason else state_of(n),
             n.load.load,
             n.load.running,
             n.load.waiting,
+            hit_text(n.load),
             n.load.weight,
             "-" if n.record.static else duration_text(n.last_report_age_ms),
         ]

@@ -73,9 +73,13 @@ def auto_lines(pool: admin_pb2.PoolStatus) -> list[str]:
     if pool.HasField("guard"):
         lines.append(guard_line(pool.guard))
     if pool.HasField("p99_ttft_s"):
+        source = {
+            "engines": "as the engines report it",
+            "routers": "measured by the routers: the engines export no TTFT",
+        }.get(pool.ttft_source, f"from {pool.ttft_source}" if pool.ttft_source else "")
         lines.append(
             f"p99 TTFT (guard window): {pool.p99_ttft_s:.3f} s over "
-            f"{pool.ttft_samples:.0f} requests"
+            f"{pool.ttft_samples:.0f} requests" + (f" ({source})" if source else "")
         )
     return lines
 

@@ -300,7 +300,14 @@ class ControlPlane:
             grace_ms=round(cfg.leader_grace_s * 1000),
             ttft=self.ttft,
         )
-        tracker = RateTracker(stores, self.metrics, cfg.rate_half_life_s, cfg.rate_max_keys)
+        tracker = RateTracker(
+            stores,
+            self.metrics,
+            cfg.rate_half_life_s,
+            cfg.rate_max_keys,
+            ttft=self.ttft,  # the routers' TTFT, for engines that export none (llama.cpp)
+            clock_ms=self.clock,
+        )
         self._tasks.append(asyncio.create_task(self.leader.run(), name="leader"))
         self._spawn(
             "loads", cfg.load_publish_interval_s, lambda t: publisher.publish_all(t, self.clock())

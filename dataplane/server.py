@@ -243,6 +243,7 @@ class RouterServer:
             router_id=config.router_id,
             interval_s=config.report_interval_s,
             on_dropped=lambda n: self.metrics.dropped("traffic", n),
+            node_ttft=self.served.node_ttft,
         )
         self.samples = SampleReporter(
             self.stores.telemetry,

@@ -23,7 +23,7 @@ With ``ttft`` the publisher also feeds each report's TTFT histogram into the lea
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import structlog
 
@@ -57,15 +57,21 @@ def observed_at(
     return min(times, default=now_ms)
 
 
-def feed_ttft(windows: TtftWindows, pool: str, reports: Mapping[str, ReportRecord]) -> None:
+def feed_ttft(
+    windows: TtftWindows,
+    pool: str,
+    reports: Mapping[str, ReportRecord],
+    registered: Sequence[str] = (),
+) -> None:
     """Each report's TTFT histogram into the pool's windows, stamped with its receive time (a
-    report read again adds nothing; removed nodes are forgotten)."""
+    report read again adds nothing; nodes neither reporting nor registered are forgotten, with
+    the routers' readings of them)."""
     for node_id, record in reports.items():
         if record.report.HasField("ttft"):
             h = record.report.ttft
             reading = Buckets(tuple(h.upper_bounds), tuple(h.counts), h.count)
             windows.observe(pool, node_id, record.received_at_unix_ms, reading)
-    windows.forget(pool, keep=list(reports))
+    windows.forget(pool, keep=[*reports, *registered])
 
 
 def record_residency(
@@ -143,7 +149,7 @@ class LoadPublisher:
         records = await self._stores.cluster.get_nodes(pool)
         reports = await self._stores.cluster.get_reports(pool)
         if self._ttft is not None:
-            feed_ttft(self._ttft, pool, reports)
+            feed_ttft(self._ttft, pool, reports, [r.node_id for r in records])
         if pool not in self._seq:
             await self._start_term(pool)
         grace = self._grace_nodes[pool] if now_ms < self._grace_until_ms else frozenset()

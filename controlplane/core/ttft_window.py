@@ -23,6 +23,13 @@ Deltas of one node within the same second are kept as one (stamped with the late
 time), so a window costs at most one histogram per node-second however often agents report;
 window edges are therefore exact to a second. Pure: no I/O; the control plane feeds it from the
 reports it reads for load snapshots.
+
+Sources: an engine that exports no TTFT histogram (llama.cpp's ``llama-server``) would leave the
+windows empty, so the routers' own measurement (arrival to the answer's first body byte, per
+destination node, each traffic report carrying its window's observations: deltas, added with
+:meth:`TtftWindows.add`) is kept beside the engines' under the source ``router:<id>``. A window
+uses a node's engine readings when it has any and the routers' readings of that node otherwise,
+never both (one request would count twice); :class:`WindowQuantile` says which sources it used.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ from dataclasses import dataclass
 
 DEFAULT_RETENTION_MS = 15 * 60_000
 SLOT_MS = 1_000  # deltas within one second of a node are kept as one (stamped with the latest)
+ENGINE = "engine"  # the source of an agent's reading; a router's is "router:<router id>"
 MAX_RATE_PER_S = 2_000.0  # TTFT observations a second one engine may report (far above any)
 
 
@@ -98,15 +106,21 @@ class NodeWindow:
             self.implausible += 1
             step = None
         self.last, self.last_at_ms = reading, at_ms
-        if step is not None and step.total > 0:
+        if step is not None:
+            self.add(at_ms, step)
+        return True
+
+    def add(self, at_ms: int, step: Buckets) -> None:
+        """Keep one delta (observations new at ``at_ms``), and drop those past the retention."""
+        if step.total > 0:
             held = self.deltas[-1] if self.deltas else None
-            if held is not None and held[0] // SLOT_MS == at_ms // SLOT_MS:
-                self.deltas[-1] = (at_ms, _add(held[1], step))
+            same_slot = held is not None and held[0] // SLOT_MS == at_ms // SLOT_MS
+            if held is not None and same_slot and held[1].bounds == step.bounds:
+                self.deltas[-1] = (max(at_ms, held[0]), _add(held[1], step))
             else:
                 self.deltas.append((at_ms, step))
         while self.deltas and self.deltas[0][0] < at_ms - self.retention_ms:
             self.deltas.popleft()
-        return True
 
     def between(self, start_ms: int, end_ms: int) -> list[Buckets]:
         """Deltas stamped in ``(start_ms, end_ms]``."""
@@ -161,25 +175,39 @@ def quantile(q: float, buckets: Buckets) -> float | None:
     return lower + (upper - lower) * (rank - below) / inside
 
 
+ENGINES, ROUTERS = "engines", "routers"
+
+
 @dataclass(frozen=True)
 class WindowQuantile:
     value_s: float | None  # None: no observations
     samples: float  # observations in the window, over the pool's nodes
     nodes: int  # nodes that contributed
+    # Who measured the samples: "engines", "routers", "engines and routers"; "" with none.
+    source: str = ""
 
 
 class TtftWindows:
-    """Per pool and node, the TTFT deltas; the pool's quantile over any recent window."""
+    """Per pool, node and source, the TTFT deltas; the pool's quantile over any recent window."""
 
     def __init__(self, retention_ms: int = DEFAULT_RETENTION_MS) -> None:
         self.retention_ms = retention_ms
-        self._nodes: dict[tuple[str, str], NodeWindow] = {}
+        self._nodes: dict[tuple[str, str, str], NodeWindow] = {}
 
-    def observe(self, pool: str, node_id: str, at_ms: int, reading: Buckets) -> bool:
-        window = self._nodes.get((pool, node_id))
+    def observe(
+        self, pool: str, node_id: str, at_ms: int, reading: Buckets, source: str = ENGINE
+    ) -> bool:
+        window = self._nodes.get((pool, node_id, source))
         if window is None:
-            window = self._nodes[(pool, node_id)] = NodeWindow(self.retention_ms)
+            window = self._nodes[(pool, node_id, source)] = NodeWindow(self.retention_ms)
         return window.observe(at_ms, reading)
+
+    def add(self, pool: str, node_id: str, at_ms: int, step: Buckets, source: str) -> None:
+        """Observations new at ``at_ms`` (a delta, not a cumulative reading): the routers'."""
+        window = self._nodes.get((pool, node_id, source))
+        if window is None:
+            window = self._nodes[(pool, node_id, source)] = NodeWindow(self.retention_ms)
+        window.add(at_ms, step)
 
     def forget(self, pool: str, keep: Sequence[str]) -> None:
         """Drop the windows of nodes of ``pool`` not in ``keep`` (removed nodes)."""
@@ -187,16 +215,21 @@ class TtftWindows:
             del self._nodes[key]
 
     def resets(self, pool: str) -> int:
-        return sum(w.resets for (p, _), w in self._nodes.items() if p == pool)
+        return sum(w.resets for (p, _, _), w in self._nodes.items() if p == pool)
 
     def quantile(self, pool: str, q: float, start_ms: int, end_ms: int) -> WindowQuantile:
+        engine_nodes = {n for (p, n, s) in self._nodes if p == pool and s == ENGINE}
         parts: list[Buckets] = []
-        nodes = 0
-        for (p, _), window in self._nodes.items():
-            if p != pool:
+        nodes: set[str] = set()
+        sources: set[str] = set()
+        for (p, node, source), window in self._nodes.items():
+            if p != pool or (source != ENGINE and node in engine_nodes):
                 continue
             found = window.between(start_ms, end_ms)
-            nodes += bool(found)
-            parts += found
+            if found:
+                nodes.add(node)
+                sources.add(ENGINES if source == ENGINE else ROUTERS)
+                parts += found
         merged = merge(parts)
-        return WindowQuantile(quantile(q, merged), merged.total, nodes)
+        named = " and ".join(s for s in (ENGINES, ROUTERS) if s in sources)
+        return WindowQuantile(quantile(q, merged), merged.total, len(nodes), named)

@@ -85,6 +85,7 @@ async def pool_status(
     if ttft_of is not None:
         p99 = ttft_of(pool, now_ms)
         status.ttft_samples = p99.samples
+        status.ttft_source = p99.source
         if p99.value_s is not None:
             status.p99_ttft_s = p99.value_s
     for ack in await stores.cluster.get_acks(pool):

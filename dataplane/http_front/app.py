@@ -355,6 +355,7 @@ class HttpFront:
                 return await self._give_up(request, again, headers)
         health.succeeded(pool, headers["x-cacheroute-node"])  # it answered: alive
         timer.serving(parsed.route.key_hash, headers["x-cacheroute-node"])
+        timer.node = headers["x-cacheroute-node"]  # its TTFT counts for this node
         return await self._relay(request, upstream, headers, pool, timer)
 
     async def _attempt(

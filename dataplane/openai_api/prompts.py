@@ -4,7 +4,8 @@ Every door (the HTTP front, the Envoy Endpoint Picker) reads the same text, so a
 to the same key whichever door it came through:
 
 * ``chat``: the messages rendered ``"<role>: <content>\\n"`` each (the simulated engine's
-  rendering, so its prefix blocks and the router's agree); content parts: their text.
+  rendering, so its prefix blocks and the router's agree); content parts: their text. A derived
+  key reads this up to the first ``"user: "`` line (:func:`dataplane.core.keys.key_head`).
 * ``completions``: ``prompt`` (a string, the first of a list of strings, or token ids).
 * ``embeddings``: ``input``, read like a completion prompt.
 * ``responses``: ``instructions`` as a system message, then ``input`` (a string, or items

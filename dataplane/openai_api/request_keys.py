@@ -8,7 +8,9 @@ Routing key, first that applies:
 2. the body's ``prompt_cache_key`` (OpenAI's name for a caller-chosen cache key);
 3. the body's ``user``, when the front is configured to (``--http-key-from-user``);
 4. otherwise the derived key of model + ``cache_salt`` (or the LoRA-style model name) + the
-   prompt's first 1,024 bytes (:func:`dataplane.core.keys.derive_key`).
+   prompt's shared head: what comes before its first user turn (a chat request's system and
+   developer messages, a templated prompt's preamble), else its first 1,024 bytes
+   (:func:`dataplane.core.keys.derive_key`, :func:`~dataplane.core.keys.key_head`).
 
 Which of these gave the key is the request's ``key_source`` (the header's name in lower case,
 ``prompt_cache_key``, ``user`` or ``derived``), counted by

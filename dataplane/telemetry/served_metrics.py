@@ -6,6 +6,8 @@ to it. Both report here, labelled by ``door`` (``http``, ``extproc``), pool and 
 * ``cacheroute_router_key_source_total{door,source}``: which rule gave the routing key (a key
   header's name, ``prompt_cache_key``, ``user``, ``derived``, or ``none`` for a bodiless request);
 * ``cacheroute_router_ttft_seconds``: request arrival → the first byte of the answer's body;
+  also kept per destination node (when the door sets :attr:`AnswerTimer.node`) for the traffic
+  reports (:mod:`dataplane.telemetry.node_ttft`);
 * ``cacheroute_router_inter_token_seconds``: the gaps between the answer's body chunks after the
   first (engines flush a streamed answer per token or per few tokens, so a chunk gap is the
   inter-token latency as the client sees it);
@@ -33,16 +35,14 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from dataplane.telemetry.affinity import DeliveredAffinity
+from dataplane.telemetry.node_ttft import BOUNDS, NodeTtftCounts
 from dataplane.telemetry.tracing import RequestSpans
 
 MAX_MODELS = 32
 MAX_MODEL_LABEL = 64
 TAIL_BYTES = 2048
 _CACHED = re.compile(rb'"cached_tokens"\s*:\s*(\d+)')
-_LATENCY_BUCKETS = (
-    0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0,
-    7.5, 10.0, 20.0, 30.0, 60.0, 120.0,
-)  # fmt: skip
+_LATENCY_BUCKETS = BOUNDS  # the per-node counts of traffic reports share them
 _GAP_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1.0)
 _TOKEN_BUCKETS = (0, 16, 64, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
 
@@ -90,6 +90,7 @@ class ServedMetrics:
             registry=registry,
         )
         self._models: set[str] = set()
+        self.node_ttft = NodeTtftCounts()
 
     def model_label(self, model: str) -> str:
         """``model`` (cut), or ``other`` once MAX_MODELS names are known (module docstring)."""
@@ -131,7 +132,7 @@ class AnswerTimer:
 
     __slots__ = (
         "_first", "_labels", "_last", "_metrics", "_started", "_tail", "_target", "finished",
-        "span",
+        "node", "span",
     )  # fmt: skip
 
     def __init__(self, metrics: ServedMetrics, labels: tuple[str, str, str], started: float):
@@ -144,6 +145,7 @@ class AnswerTimer:
         self._target: tuple[int, str] | None = None
         self.finished = False
         self.span: Any = None
+        self.node = ""  # the node whose answer this is, once the door knows (per-node TTFT)
 
     def serving(self, key_hash: int, node_id: str) -> None:
         """The node answering the request's key (for the delivered-affinity numbers)."""
@@ -156,6 +158,7 @@ class AnswerTimer:
         if self._first == 0.0:
             self._first = now
             self._metrics.ttft.labels(*self._labels).observe(now - self._started)
+            self._metrics.node_ttft.observe(self._labels[1], self.node, now - self._started)
         else:
             self._metrics.inter_token.labels(*self._labels).observe(now - self._last)
         self._last = now

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from agents import dialects
 from agents.dialects import UnrecognisedMetricsError, decode, detect
 from agents.exposition import parse
 from cacheroute.v1 import agent_pb2
-from tests.support.agents import DIALECT_SAMPLES, EXPECTED, sample
+from tests.support.agents import DIALECT_SAMPLES, EXPECTED, SAMPLES, sample
 
 
 def read(name: str, choice: str = "auto") -> dialects.EngineSample:
@@ -127,14 +129,33 @@ def test_sglang_label_sets_read_as_one_engine_not_a_sum_of_every_series(name: st
 
 
 def test_llamacpp_is_detected_and_read_in_tokens() -> None:
+    # The page was captured from the real binary after requests whose answers said, in total,
+    # this many prompt and cached tokens (scripts/capture_llamacpp_metrics.py).
+    truth = json.loads((SAMPLES / "llamacpp.json").read_text())
+    assert 0 < truth["cached"] < truth["prompt"]
     for choice in ("auto", "llamacpp"):
         got = read("llamacpp", choice)
         assert got.dialect == agent_pb2.METRIC_DIALECT_LLAMACPP
         assert got.kind == agent_pb2.ENGINE_KIND_LLAMACPP
-        assert (got.running, got.waiting) == (2.0, 6.0)
-        assert (got.prefix_hits, got.prefix_queries) == (400.0, 1000.0)
-        assert (got.prompt_tokens, got.generation_tokens) == (1000.0, 160.0)
+        assert (got.running, got.waiting) == (0.0, 0.0)  # idle when captured
+        # hits / queries = cached / (cached + processed): the engine's prompt_tokens_total
+        # counts processed tokens only; cached / processed read a 50% hit as 100%.
+        assert (got.prefix_hits, got.prefix_queries) == (truth["cached"], truth["prompt"])
+        assert got.prompt_tokens == truth["prompt"]
+        assert got.generation_tokens is not None and got.generation_tokens > 0
         assert got.kv_usage == 0.0 and got.kv_capacity_tokens == 0  # not exported
+
+
+def test_llamacpp_hits_are_cached_over_cached_plus_processed() -> None:
+    page = (
+        "llamacpp:requests_processing 0\nllamacpp:requests_deferred 0\n"
+        "llamacpp:prompt_tokens_total 300\nllamacpp:prompt_tokens_cached_total 100\n"
+    )
+    got = decode(parse(page, wanted=dialects.wanted), "llamacpp")
+    assert (got.prefix_hits, got.prefix_queries, got.prompt_tokens) == (100.0, 400.0, 400.0)
+    without_cache = decode(parse(page.rsplit("llamacpp:prompt_tokens_cached", 1)[0]), "llamacpp")
+    assert without_cache.prefix_hits is None and without_cache.prefix_queries is None
+    assert without_cache.prompt_tokens == 300.0
 
 
 def test_a_llamacpp_page_without_its_load_gauges_names_the_missing_one() -> None:

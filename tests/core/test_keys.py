@@ -8,6 +8,7 @@ must reproduce them, so they are pinned as literals here and also re-derived bel
 from __future__ import annotations
 
 import hashlib
+import re
 import struct
 
 import pytest
@@ -23,6 +24,7 @@ from dataplane.core.keys import (
     InvalidKeyError,
     derive_key,
     hash_key,
+    key_head,
     prompt_blocks,
     validate_key,
 )
@@ -45,11 +47,27 @@ def reference_hash(data: bytes) -> int:
     return int(value)
 
 
+# The documented head rule, written from docs/ARCHITECTURE.md with a regular expression.
+_TURN = re.compile(
+    r"<\|im_start\|>user|<\|start_header_id\|>user<\|end_header_id\|>|<start_of_turn>user"
+    r"|<\|user\|>|(?:^|(?<=\n))user: |(?<=<</SYS>>)",
+    re.DOTALL,
+)
+_OPENING = re.compile(r"^\s*(?:(?:<s>|<\|begin_of_text\|>|<bos>|\[INST\])\s*)*$")
+
+
+def reference_head(prompt: str) -> bytes:
+    found = _TURN.search(prompt)
+    if found and found.start() > 0 and not _OPENING.match(prompt[: found.start()]):
+        return prompt[: found.start()].encode()
+    return prompt.encode()[:1024]
+
+
 def reference_derive(model: str, salt: str, prompt: str) -> str:
     body = b""
-    for part in (model.encode(), salt.encode(), prompt.encode()[:1024]):
+    for part in (model.encode(), salt.encode(), reference_head(prompt)):
         body += struct.pack("<I", len(part)) + part
-    return "~d1." + hashlib.blake2b(body, digest_size=16, person=b"cacheroute.d1").hexdigest()
+    return "~d2." + hashlib.blake2b(body, digest_size=16, person=b"cacheroute.d2").hexdigest()
 
 
 def reference_blocks(data: bytes) -> list[int]:
@@ -105,13 +123,21 @@ def test_validate_key_rejects_513_bytes_counting_bytes_not_characters(key: str) 
 
 def test_derive_key_matches_pinned_vectors() -> None:
     prompt = "You are a helpful assistant."
-    assert derive_key("llama-3.3-70b", "", prompt) == "~d1.119ce16855662bafdb36fe975cc7c193"
-    assert derive_key("llama-3.3-70b", "lora-a", prompt) == "~d1.1a58119a7f3283d051361372afebac0c"
-    assert derive_key("m", "", "") == "~d1.96a491394dfc494b51c0e208cc021724"
+    assert derive_key("llama-3.3-70b", "", prompt) == "~d2.7efb85abc264a22f2f6a6ace69ae6406"
+    assert derive_key("llama-3.3-70b", "lora-a", prompt) == "~d2.11933d2fcc78d6f69f6e110cab66d164"
+    assert derive_key("m", "", "") == "~d2.27484e53b0de137cd2ec20db2acaba2c"
 
 
-@given(st.text(max_size=30), st.text(max_size=30), st.text(max_size=1500))
-@settings(max_examples=100)
+_PIECES = st.sampled_from(
+    ["system: ", "user: ", "\n", "<|im_start|>", "user", "<|im_end|>", "<s>", "[INST]",
+     "<</SYS>>", "<|user|>", "<start_of_turn>", "<|start_header_id|>", "<|end_header_id|>",
+     "<|begin_of_text|>", " ", "be brief", "é"]
+)  # fmt: skip
+_PROMPTS = st.one_of(st.text(max_size=1500), st.lists(_PIECES, max_size=40).map("".join))
+
+
+@given(st.text(max_size=30), st.text(max_size=30), _PROMPTS)
+@settings(max_examples=200)
 def test_derive_key_equals_the_reference_and_is_a_valid_key(
     model: str, salt: str, prompt: str
 ) -> None:
@@ -138,10 +164,50 @@ def test_derive_key_length_prefixes_keep_model_and_salt_apart() -> None:
     assert derive_key("m", "", "sp") != derive_key("m", "s", "p")
 
 
-def test_derive_key_reads_only_the_first_1024_prompt_bytes() -> None:
+def test_without_structure_the_key_reads_only_the_first_1024_prompt_bytes() -> None:
     head = "h" * DERIVE_PROMPT_BYTES
     assert derive_key("m", "", head + "turn one") == derive_key("m", "", head + "turn two")
     assert derive_key("m", "", head[:-1] + "X") != derive_key("m", "", head)
+
+
+SYSTEM = "You answer billing questions for ACME. Be brief."  # shorter than 1,024 bytes
+
+
+@pytest.mark.parametrize(
+    ("template", "expected_head"),
+    [
+        ("system: {s}\nuser: {q}\n", "system: {s}\n"),  # the doors' rendering of chat
+        ("<|im_start|>system\n{s}<|im_end|>\n<|im_start|>user\n{q}<|im_end|>\n",
+         "<|im_start|>system\n{s}<|im_end|>\n"),  # ChatML
+        ("<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n{s}<|eot_id|>"
+         "<|start_header_id|>user<|end_header_id|>\n\n{q}<|eot_id|>",
+         "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n{s}<|eot_id|>"),
+        ("<bos><start_of_turn>system\n{s}<end_of_turn>\n<start_of_turn>user\n{q}",
+         "<bos><start_of_turn>system\n{s}<end_of_turn>\n"),  # Gemma-style
+        ("<|system|>\n{s}<|end|>\n<|user|>\n{q}<|end|>", "<|system|>\n{s}<|end|>\n"),
+        ("<s>[INST] <<SYS>>\n{s}\n<</SYS>>\n\n{q} [/INST]", "<s>[INST] <<SYS>>\n{s}\n<</SYS>>"),
+    ],
+    ids=["rendered-chat", "chatml", "llama3", "gemma", "phi3", "llama2"],
+)  # fmt: skip
+def test_a_short_shared_system_prompt_is_the_key_not_the_question(
+    template: str, expected_head: str
+) -> None:
+    one = template.format(s=SYSTEM, q="How do I pay an invoice?")
+    two = template.format(s=SYSTEM, q="Why was I charged twice this month?")
+    assert key_head(one) == expected_head.format(s=SYSTEM).encode()
+    assert derive_key("m", "", one) == derive_key("m", "", two)
+    other = template.format(s="You answer shipping questions.", q="How do I pay an invoice?")
+    assert derive_key("m", "", other) != derive_key("m", "", one)
+
+
+@pytest.mark.parametrize(
+    "prompt",
+    ["user: hello there\n", "<|im_start|>user\nhello<|im_end|>\n", "<s>[INST] hello [/INST]",
+     "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nhello"],
+)  # fmt: skip
+def test_a_prompt_that_opens_with_the_user_turn_keeps_the_first_1024_bytes(prompt: str) -> None:
+    assert key_head(prompt) == prompt.encode()
+    assert key_head(prompt + "x" * 2000) == (prompt + "x" * 2000).encode()[:DERIVE_PROMPT_BYTES]
 
 
 def test_prompt_blocks_matches_pinned_vector() -> None:

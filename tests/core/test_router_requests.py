@@ -75,7 +75,7 @@ def test_without_a_key_the_key_is_derived_from_model_salt_and_prompt() -> None:
     inp = parse_request(req(model="llama", cache_salt="lora-7", prompt_prefix="You are"))
     expected = derive_key("llama", "lora-7", "You are")
     assert inp.key == expected
-    assert inp.key.startswith("~d1.")
+    assert inp.key.startswith("~d2.")
     assert inp.key_hash == hash_key(expected)
 
 

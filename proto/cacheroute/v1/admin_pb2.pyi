@@ -722,10 +722,15 @@ class PoolStatus(_message.Message):
     GUARD_FIELD_NUMBER: _builtins.int
     P99_TTFT_S_FIELD_NUMBER: _builtins.int
     TTFT_SAMPLES_FIELD_NUMBER: _builtins.int
+    TTFT_SOURCE_FIELD_NUMBER: _builtins.int
     ROUTERS_EXPIRED_FIELD_NUMBER: _builtins.int
     pool: _builtins.str
     p99_ttft_s: _builtins.float
     ttft_samples: _builtins.float
+    ttft_source: _builtins.str
+    """Who measured those samples: "engines" (the agents' TTFT histograms), "routers" (the routers'
+    own measurement, for engines that export none, e.g. llama.cpp) or "engines and routers".
+    """
     routers_expired: _builtins.int
     """Routers whose last ACK is older than the expiry (controlplane/lifecycle/status.py,
     ROUTER_EXPIRY_MS: 5 minutes, 60 missed heartbeats): gone, left out of `routers`.
@@ -770,11 +775,12 @@ class PoolStatus(_message.Message):
         guard: _cluster_pb2.GuardState | None = ...,
         p99_ttft_s: _builtins.float | None = ...,
         ttft_samples: _builtins.float = ...,
+        ttft_source: _builtins.str = ...,
         routers_expired: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_p99_ttft_s", b"_p99_ttft_s", "active", b"active", "active_destinations", b"active_destinations", "active_verdict", b"active_verdict", "auto_mode", b"auto_mode", "guard", b"guard", "p99_ttft_s", b"p99_ttft_s"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_p99_ttft_s", b"_p99_ttft_s", "active", b"active", "active_destinations", b"active_destinations", "active_verdict", b"active_verdict", "auto_mode", b"auto_mode", "guard", b"guard", "last_verdicts", b"last_verdicts", "nodes", b"nodes", "p99_ttft_s", b"p99_ttft_s", "pool", b"pool", "routers", b"routers", "routers_expired", b"routers_expired", "ttft_samples", b"ttft_samples"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_p99_ttft_s", b"_p99_ttft_s", "active", b"active", "active_destinations", b"active_destinations", "active_verdict", b"active_verdict", "auto_mode", b"auto_mode", "guard", b"guard", "last_verdicts", b"last_verdicts", "nodes", b"nodes", "p99_ttft_s", b"p99_ttft_s", "pool", b"pool", "routers", b"routers", "routers_expired", b"routers_expired", "ttft_samples", b"ttft_samples", "ttft_source", b"ttft_source"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__p99_ttft_s: _TypeAlias = _typing.Literal["p99_ttft_s"]  # noqa: Y015
     _WhichOneofArgType__p99_ttft_s: _TypeAlias = _typing.Literal["_p99_ttft_s", b"_p99_ttft_s"]  # noqa: Y015

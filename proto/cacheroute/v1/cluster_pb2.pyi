@@ -384,6 +384,7 @@ class TrafficReport(_message.Message):
     WINDOW_END_UNIX_MS_FIELD_NUMBER: _builtins.int
     TOTAL_REQUESTS_FIELD_NUMBER: _builtins.int
     TOP_KEYS_FIELD_NUMBER: _builtins.int
+    NODE_TTFT_FIELD_NUMBER: _builtins.int
     router_id: _builtins.str
     pool: _builtins.str
     window_start_unix_ms: _builtins.int
@@ -391,6 +392,14 @@ class TrafficReport(_message.Message):
     total_requests: _builtins.int
     @_builtins.property
     def top_keys(self) -> _containers.RepeatedCompositeFieldContainer[Global___KeyCount]: ...
+    @_builtins.property
+    def node_ttft(self) -> _containers.RepeatedCompositeFieldContainer[Global___NodeTtft]:
+        """Time to first token as this router measured it (arrival to the answer's first body byte, HTTP
+        front), per destination node: the answers that started since its previous report of the pool
+        (a report may carry only these, with no requests counted). The leader's TTFT windows use it
+        for a node whose engine exports no TTFT histogram (llama.cpp's llama-server).
+        """
+
     def __init__(
         self,
         *,
@@ -400,14 +409,38 @@ class TrafficReport(_message.Message):
         window_end_unix_ms: _builtins.int = ...,
         total_requests: _builtins.int = ...,
         top_keys: _abc.Iterable[Global___KeyCount] | None = ...,
+        node_ttft: _abc.Iterable[Global___NodeTtft] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["pool", b"pool", "router_id", b"router_id", "top_keys", b"top_keys", "total_requests", b"total_requests", "window_end_unix_ms", b"window_end_unix_ms", "window_start_unix_ms", b"window_start_unix_ms"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["node_ttft", b"node_ttft", "pool", b"pool", "router_id", b"router_id", "top_keys", b"top_keys", "total_requests", b"total_requests", "window_end_unix_ms", b"window_end_unix_ms", "window_start_unix_ms", b"window_start_unix_ms"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___TrafficReport: _TypeAlias = TrafficReport  # noqa: Y015
+
+@_typing.final
+class NodeTtft(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NODE_ID_FIELD_NUMBER: _builtins.int
+    TTFT_FIELD_NUMBER: _builtins.int
+    node_id: _builtins.str
+    @_builtins.property
+    def ttft(self) -> _agent_pb2.LatencyHistogram: ...
+    def __init__(
+        self,
+        *,
+        node_id: _builtins.str = ...,
+        ttft: _agent_pb2.LatencyHistogram | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["ttft", b"ttft"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["node_id", b"node_id", "ttft", b"ttft"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___NodeTtft: _TypeAlias = NodeTtft  # noqa: Y015
 
 @_typing.final
 class SampledRequest(_message.Message):

@@ -14,11 +14,13 @@ Key hashing (reproducible in any language):
   Test vectors are in docs/ARCHITECTURE.md and tests/test_keys.py.
 
 Keys derived from a prompt (a request that carries no key):
-  scope  = BLAKE2b(digest_size = 16, person = "cacheroute.d1",
+  scope  = BLAKE2b(digest_size = 16, person = "cacheroute.d2",
                    data = len32le(model) || model || len32le(cache_salt) || cache_salt
                           || len32le(p) || p)
-  where p is the first 1,024 bytes of the UTF-8 prompt_prefix and len32le is a 4-byte
-  little-endian length. The derived business key is the string "~d1." + hex(scope), and it is
+  where p is the UTF-8 prompt_prefix's shared head: the text before its first user turn when a
+  system message or template preamble comes first, else its first 1,024 bytes (the rule and
+  its markers: docs/ARCHITECTURE.md, "Key hashing"), and len32le is a 4-byte little-endian
+  length. The derived business key is the string "~d2." + hex(scope), and it is
   hashed like any other key. Derived keys start with "~", which a caller's own key must not.
 """
 

@@ -5,14 +5,11 @@ scripts/build_llamacpp.py``, ≈ 4 min on 2 idle cores, cached under the user's 
 with ``CACHEROUTE_BUILD_LLAMACPP=1`` the test builds it itself, otherwise it is skipped with the
 command to run; under ``CACHEROUTE_REQUIRE_LLAMACPP=1`` (set by ``.ci/run`` after it built the
 binary) a missing binary fails the test instead, so CI never skips it quietly. The model is
-written at test time (``llamacpp_engine.write_model``).
+written at test time (``tests.support.llamacpp.write_model``).
 """
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import sys
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,34 +21,15 @@ from agents import dialects, exposition
 from cacheroute_state import Stores
 from servekit.processes import free_port
 from tests.dataplane.http_front.conftest import front_url, running_front
-from tests.dataplane.http_front.llamacpp_engine import start_server, wait_healthy, write_model
+from tests.support.llamacpp import require_binary, start_server, wait_healthy, write_model
 
 pytestmark = [pytest.mark.llamacpp, pytest.mark.slow, pytest.mark.redis, pytest.mark.grpc]
 ROOT = Path(__file__).resolve().parents[3]
 
 
-def _binary() -> Path:
-    spec = importlib.util.spec_from_file_location(
-        "build_llamacpp", ROOT / "scripts/build_llamacpp.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["build_llamacpp"] = module
-    spec.loader.exec_module(module)
-    binary: Path = module.cached_binary()
-    if not binary.exists():
-        if os.environ.get("CACHEROUTE_REQUIRE_LLAMACPP") == "1":  # CI: .ci/run built it
-            pytest.fail(f"CACHEROUTE_REQUIRE_LLAMACPP=1 but no llama-server at {binary}")
-        if os.environ.get("CACHEROUTE_BUILD_LLAMACPP") != "1":
-            pytest.skip("no cached llama-server: run .venv/bin/python scripts/build_llamacpp.py "
-                        "or set CACHEROUTE_BUILD_LLAMACPP=1")  # fmt: skip
-        binary = module.build(ROOT / ".llamacpp-build.log")
-    return binary
-
-
 @pytest.fixture
 def llama_servers(tmp_path: Path) -> Iterator[list[str]]:
-    binary = _binary()
+    binary = require_binary()
     model = write_model(tmp_path / "tiny.gguf")
     ports = [free_port(), free_port()]
     procs = [start_server(binary, model, p, tmp_path / f"llama-{p}.log") for p in ports]

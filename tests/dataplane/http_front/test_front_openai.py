@@ -156,4 +156,4 @@ async def test_prefix_history_policies_and_the_trace_get_the_prompts_chained_blo
         expected = prompt_blocks(f"user: {content}\n".encode()[:MAX_PROMPT_BYTES])
         assert tuple(sample.prefix_blocks) == expected
         assert len(expected) == MAX_PROMPT_BYTES // 64
-        assert sample.key.startswith("~d1.")  # no key given: derived from model + prompt head
+        assert sample.key.startswith("~d2.")  # no key given: derived from model + prompt head
