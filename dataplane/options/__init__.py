@@ -1,9 +1,10 @@
 """The router's declared options: each once, as the flag, the ``CACHEROUTE_*`` variable, the
 ``--config`` key and its ``--help`` line (``servekit.options``).
 
-Split from ``python -m dataplane``'s entry point, which turns parsed values into a
-:class:`~dataplane.server.RouterConfig` and runs the server: the declarations are read by the
-Helm chart's flag test and the docs, the entry point by nobody but the process.
+Split from ``python -m dataplane``'s entry point, which runs the server, and from
+:mod:`dataplane.options.builder`, which turns parsed values into a
+:class:`~dataplane.server.RouterConfig`: the declarations are read by the Helm chart's flag test
+and the docs, the entry point by nobody but the process.
 """
 
 from __future__ import annotations
