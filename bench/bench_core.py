@@ -24,17 +24,9 @@ capacity: total = 0.8 · R · q_cap, with q_cap = 4 req/s.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import gc
-import heapq
 import json
-import math
-import os
-import platform
-import random
-import re
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
@@ -45,115 +37,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
-from cacheroute.v1 import table_pb2
 from controlplane.core.planner import PlanInput, build_plan
-from dataplane.core.load_view import LoadView, NodeSet
-from dataplane.core.policies import Request, make_policy
-from dataplane.core.table import PlannerParams, RoutingTable, make_table
 from dataplane.core.table_codec import decode_table, encode_table
 
-ROOT = Path(__file__).resolve().parent.parent
-DOC = ROOT / "docs" / "benchmarks.md"
-BEGIN, END = "<!-- bench_core:begin -->", "<!-- bench_core:end -->"
-PAPER_KEYS, GINI, Q_CAP, UTILISATION = 128_824, 0.756, 4.0, 0.8
-F64 = npt.NDArray[np.float64]
-U64 = npt.NDArray[np.uint64]
-
-
-# -- workload ---------------------------------------------------------------------------------
-
-
-def gini(values: F64, *, ordered: bool = False) -> float:
-    x = values if ordered else np.sort(values)
-    n = x.shape[0]
-    return float(2.0 * np.dot(np.arange(1, n + 1), x) / (n * x.sum()) - (n + 1) / n)
-
-
-def calibrate_sigma(z: F64, target: float = GINI) -> float:
-    """σ such that exp(σ·z) has the target Gini (monotone in σ; z sorted once, so no re-sort)."""
-    ordered = np.sort(z)
-    low, high = 0.1, 4.0
-    for _ in range(40):
-        mid = (low + high) / 2
-        low, high = (
-            (mid, high) if gini(np.exp(mid * ordered), ordered=True) < target else (low, mid)
-        )
-    return (low + high) / 2
-
-
-def workload(n: int, num_nodes: int, seed: int) -> tuple[U64, F64, float]:
-    """Unique random key hashes, Gini-0.756 lognormal rates summing to 0.8 · R · q_cap, and σ."""
-    rng = np.random.default_rng(seed)
-    hashes = rng.integers(0, 2**64 - 1, size=n, dtype=np.uint64, endpoint=True)
-    while np.unique(hashes).shape[0] != n:  # practically never; keeps the input valid
-        hashes = rng.integers(0, 2**64 - 1, size=n, dtype=np.uint64, endpoint=True)
-    z = rng.standard_normal(n)
-    sigma = calibrate_sigma(z)
-    rates = np.exp(sigma * z)
-    rates *= UTILISATION * num_nodes * Q_CAP / rates.sum()
-    return hashes, rates, sigma
-
-
-def describe(rates: F64) -> dict[str, float]:
-    ordered = np.sort(rates)[::-1]
-    top = max(1, int(0.04 * ordered.shape[0]))
-    return {
-        "gini": gini(rates),
-        "top4_share": float(ordered[:top].sum() / ordered.sum()),
-        "max_share": float(ordered[0] / ordered.sum()),
-    }
-
-
-# -- plain references -------------------------------------------------------------------------
-
-
-def reference_plan(
-    hashes: list[int], rates: list[float], num_nodes: int, q_cap: float, slots_per_node: int
-) -> dict[int, list[int]]:
-    """Algorithm 1 the obvious way: sort every key, admit, heapq LPT from the cold tail."""
-    order = sorted(range(len(rates)), key=lambda i: (-rates[i], hashes[i]))
-    capacity, used, admitted = num_nodes * slots_per_node, 0, []
-    for i in order:
-        k = min(num_nodes, max(1, math.ceil(rates[i] / q_cap)))
-        if rates[i] <= 0 or used + k > capacity:
-            break
-        used += k
-        admitted.append((i, k))
-    tail = sum(rates) - sum(rates[i] for i, _ in admitted)
-    loads = [tail / num_nodes] * num_nodes
-    heap = [(load, r) for r, load in enumerate(loads)]
-    heapq.heapify(heap)
-    sets = {}
-    for i, k in admitted:
-        chosen = [heapq.heappop(heap)[1] for _ in range(k)]
-        for r in chosen:
-            loads[r] += rates[i] / k
-            heapq.heappush(heap, (loads[r], r))
-        sets[hashes[i]] = sorted(chosen)
-    return sets
-
-
-def reference_decode(data: bytes) -> dict[int, list[str]]:
-    """Per-key Python objects: unpack every key and set, validate in Python, build a dict."""
-    msg = table_pb2.RoutingTable()
-    msg.ParseFromString(data)
-    nodes = list(msg.node_ids)
-    n = len(msg.key_hashes) // 8
-    hashes = struct.unpack(f"<{n}Q", msg.key_hashes)
-    offsets = struct.unpack(f"<{n + 1}I", msg.set_offsets)
-    members = struct.unpack(f"<{len(msg.set_members) // 2}H", msg.set_members)
-    table: dict[int, list[str]] = {}
-    previous = -1
-    for i, key in enumerate(hashes):
-        chosen = members[offsets[i] : offsets[i + 1]]
-        if key <= previous or not chosen or len(set(chosen)) != len(chosen):
-            raise ValueError(f"bad row {i}")
-        table[key] = [nodes[m] for m in chosen]
-        previous = key
-    return table
-
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the core_* modules beside this script
+from core_decisions import bench_decision
+from core_references import reference_decode, reference_plan
+from core_report import DOC, ROOT, machine, render, update_doc
+from core_workload import PAPER_KEYS, Q_CAP, describe, workload
 
 # -- measurement helpers ----------------------------------------------------------------------
 
@@ -263,114 +155,6 @@ def bench_planner_internet(quick: bool) -> dict[str, Any]:
     return {"workload": stats, "fast": fast, "ref": ref}
 
 
-def decision_table(hashes: U64, sets: list[list[int]], nodes: list[str]) -> RoutingTable:
-    order = np.argsort(hashes)
-    sizes = np.array([len(sets[i]) for i in order], dtype=np.uint32)
-    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.uint32)
-    members = np.array([m for i in order for m in sets[i]], dtype=np.uint16)
-    return make_table(
-        pool="default",
-        node_ids=nodes,
-        key_hashes=hashes[order],
-        set_offsets=offsets,
-        set_members=members,
-        params=PlannerParams(q_cap=Q_CAP, slots_per_node=0),
-        created_at_unix_ms=0,
-    )
-
-
-def time_decisions(
-    decide: Callable[[int, float], object], keys: list[int], snapshot: Callable[[float], None]
-) -> list[int]:
-    """Per-call ns of ``decide(key_hash, now)`` at 10k req/s, with a load snapshot every 250 ms."""
-    clock = time.perf_counter_ns
-    samples = []
-    for i, key in enumerate(keys):
-        now = i * 1e-4
-        if i % 2500 == 0:
-            snapshot(now)
-        started = clock()
-        decide(key, now)
-        samples.append(clock() - started)
-    return samples
-
-
-def summarise(samples: list[int]) -> dict[str, float]:
-    ordered = sorted(samples[10_000:])  # the first 10,000 calls are warm-up
-    return {"median_ns": ordered[len(ordered) // 2], "p99_ns": ordered[int(len(ordered) * 0.99)]}
-
-
-def decisions_fast(table: RoutingTable, nodes: list[str], stream: list[int]) -> dict[str, float]:
-    """What the router does per request: choose, then count the decision in the view."""
-    view = LoadView(NodeSet(nodes), table=table)
-    policy = make_policy("cacheroute", seed=1)
-    snap_rng = random.Random(6)
-
-    def decide(key: int, now: float) -> None:
-        decision = policy.choose(Request(key), view)
-        view.record(decision.node, now)
-
-    def snapshot(now: float) -> None:
-        view.apply_snapshot(now - 0.05, [snap_rng.randint(0, 20) for _ in nodes])
-
-    return summarise(time_decisions(decide, stream, snapshot))
-
-
-def decisions_reference(
-    table: RoutingTable, nodes: list[str], stream: list[int]
-) -> dict[str, float]:
-    """The obvious way: a dict key hash -> node ids, min() over a dict of loads."""
-    sets = {int(h): [nodes[m] for m in table.members(i)] for i, h in enumerate(table.key_hashes)}
-    loads = dict.fromkeys(nodes, 0.0)
-    rng, snap_rng = random.Random(1), random.Random(6)
-
-    def decide(key: int, now: float) -> None:
-        members = sets.get(key)
-        if members is None:
-            a, b = rng.sample(nodes, 2)
-            node = a if loads[a] <= loads[b] else b
-        else:
-            node = min(members, key=loads.__getitem__)
-        loads[node] += 1.0
-
-    def snapshot(now: float) -> None:
-        for node in nodes:
-            loads[node] = float(snap_rng.randint(0, 20))
-
-    return summarise(time_decisions(decide, stream, snapshot))
-
-
-def bench_decision(quick: bool) -> dict[str, Any]:
-    hashes, rates, _ = workload(PAPER_KEYS, 30, seed=3)
-    nodes = [f"node-{i}" for i in range(30)]
-    planned = build_plan(PlanInput(hashes, rates, nodes, Q_CAP, 5000))  # every key warm
-    assert planned.num_keys == PAPER_KEYS
-    rng = random.Random(3)
-    stress = decision_table(
-        hashes, [sorted(rng.sample(range(30), 4)) for _ in range(PAPER_KEYS)], nodes
-    )
-    count = 100_000 if quick else 300_000
-    warm = np.random.default_rng(4).choice(hashes, size=count + 10_000, p=rates / rates.sum())
-    cold = np.random.default_rng(5).integers(0, 2**63, size=count + 10_000, dtype=np.uint64)
-    cases = [
-        ("planned (every key warm)", planned, "rate-weighted keys", warm.tolist()),
-        ("planned (every key warm)", planned, "keys not in the table", cold.tolist()),
-        ("stress (every key on 4 nodes)", stress, "rate-weighted keys", warm.tolist()),
-    ]
-    clock = time.perf_counter_ns
-    overhead = statistics.median(-clock() + clock() for _ in range(100_000))
-    rows = [
-        {
-            "table": label,
-            "keys": kind,
-            "fast": decisions_fast(table, nodes, stream),
-            "ref": decisions_reference(table, nodes, stream),
-        }
-        for label, table, kind, stream in cases
-    ]
-    return {"timer_overhead_ns": overhead, "decisions": count, "rows": rows}
-
-
 def bench_decode(quick: bool) -> dict[str, Any]:
     hashes, rates, _ = workload(1_000_000, 1000, seed=7)
     nodes = [f"node-{i}" for i in range(1000)]
@@ -405,136 +189,6 @@ def bench_decode(quick: bool) -> dict[str, Any]:
         "traced_peak_bytes": peak,
         "ref_traced_bytes": ref_current,
     }
-
-
-# -- report -----------------------------------------------------------------------------------
-
-
-def machine() -> dict[str, str]:
-    cpuinfo = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
-    model = re.search(r"^model name\s*:\s*(.+)$", cpuinfo, re.MULTILINE)
-    family = re.search(r"^cpu family\s*:\s*(\d+)$", cpuinfo, re.MULTILINE)
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    cpu = model.group(1).strip() if model else platform.processor() or "unknown"
-    if family:
-        cpu += f" (family {family.group(1)})"
-    return {
-        "cpu": cpu,
-        "cores": str(cores),
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "load": " / ".join(Path("/proc/loadavg").read_text().split()[:3]),
-    }
-
-
-def verdict(value: float, target: float) -> str:
-    return "met" if value <= target else "**missed**"
-
-
-def us(ns: float) -> str:
-    return f"{ns / 1000:.2f} µs"
-
-
-def render(command: str, info: dict[str, str], res: dict[str, Any]) -> str:
-    paper, big, dec, dcd = res["paper"], res["internet"], res["decision"], res["decode"]
-    wl = paper["workload"]
-    fast10 = big["fast"]
-    cold, warm = fast10["times"][0], statistics.median(fast10["times"][1:] or fast10["times"])
-    ref10 = big["ref"]
-    ref10_time = f"{ref10['times'][0]:.1f} s" if ref10 else "not run (--quick)"
-    ref10_mem = f"{ref10['peak_bytes'] / 2**30:.2f} GiB" if ref10 else "not run (--quick)"
-    lines = [
-        BEGIN,
-        "## Routing core (`bench/bench_core.py`)",
-        "",
-        f"Command: `{command}`  ",
-        f"Machine: {info['cpu']}, {info['cores']} cores, Python {info['python']}, "
-        f"numpy {info['numpy']}, {info['date']}; load average when the run ended "
-        f"{info['load']} (1/5/15 min; other work on the machine inflates the timings)",
-        "",
-        f"Workload: lognormal rates exp(σ·z), σ calibrated per sample to Gini 0.756. "
-        f"128,824 keys: σ = {wl['sigma']:.4f}, achieved Gini {wl['gini']:.4f}, the top 4 % of "
-        f"keys carry {wl['top4_share']:.1%} of requests (paper: ≈ 47 %), the largest key "
-        f"{wl['max_share']:.3%} (paper: < 0.3 %). 10M keys: σ = {big['workload']['sigma']:.4f}, "
-        f"Gini {big['workload']['gini']:.4f}. Total rate 0.8 · R · q_cap with q_cap = 4 req/s.",
-        "",
-        "| benchmark | CacheRoute | plain reference | target | |",
-        "|---|---|---|---|---|",
-        f"| planner, 128,824 keys, R = 30, W = 8 (median of {paper['fast_runs']} / "
-        f"{paper['ref_runs']} builds) | {paper['fast_ms']:.2f} ms | {paper['ref_ms']:.1f} ms | "
-        f"≤ 10 ms | {verdict(paper['fast_ms'], 10)} |",
-        f"| planner, 10M keys, R = 1,000, W = 64: first build in a fresh process | {cold:.2f} s "
-        f"| {ref10_time} | ≤ 3 s | {verdict(cold, 3)} |",
-        f"| same, median of the next {len(fast10['times']) - 1} builds | {warm:.2f} s | | "
-        f"≤ 3 s | {verdict(warm, 3)} |",
-        f"| same, planner peak memory (peak RSS − RSS with inputs loaded) | "
-        f"{fast10['peak_bytes'] / 2**20:.0f} MiB | {ref10_mem} | ≤ 2 GB | "
-        f"{verdict(fast10['peak_bytes'], 2e9)} |",
-        f"| same, planner peak memory (tracemalloc) | "
-        f"{fast10['tracemalloc_peak_bytes'] / 2**20:.0f} MiB | | ≤ 2 GB | "
-        f"{verdict(fast10['tracemalloc_peak_bytes'], 2e9)} |",
-    ]
-    for row in dec["rows"]:
-        fast, ref = row["fast"], row["ref"]
-        ok = fast["median_ns"] <= 5000 and fast["p99_ns"] <= 20000
-        lines.append(
-            f"| `cacheroute` decision, {row['table']}, {row['keys']}: median / p99 | "
-            f"{us(fast['median_ns'])} / {us(fast['p99_ns'])} | "
-            f"{us(ref['median_ns'])} / {us(ref['p99_ns'])} | ≤ 5 / ≤ 20 µs | "
-            f"{'met' if ok else '**missed**'} |"
-        )
-    lines += [
-        f"| decode + validate 1M keys, content hash verified (median of {dcd['runs']}) | "
-        f"{dcd['verified_ms']:.1f} ms | {dcd['ref_ms']:.0f} ms (no hash) | ≤ 20 ms | "
-        f"{verdict(dcd['verified_ms'], 20)} |",
-        f"| decode + validate 1M keys, hash trusted | {dcd['trusted_ms']:.1f} ms | | ≤ 20 ms | "
-        f"{verdict(dcd['trusted_ms'], 20)} |",
-        f"| table memory, 1M keys: RoutingTable.nbytes | {dcd['nbytes'] / 1e6:.1f} MB | | "
-        f"≤ 24 MB | {verdict(dcd['nbytes'], 24e6)} |",
-        f"| table memory, 1M keys: tracemalloc, table kept (peak while decoding) | "
-        f"{dcd['traced_bytes'] / 1e6:.1f} MB ({dcd['traced_peak_bytes'] / 1e6:.1f} MB) | "
-        f"{dcd['ref_traced_bytes'] / 1e6:.0f} MB | ≤ 24 MB | "
-        f"{verdict(dcd['traced_bytes'], 24e6)} |",
-        "",
-        "How it is measured:",
-        "",
-        "- Planner times are wall time of `build_plan` (input validation, admission, placement, "
-        "table construction and content hash). The reference is checked to produce the same "
-        "destination sets on the 128,824-key input.",
-        "- 10M keys: each implementation runs in a fresh subprocess that loads the inputs from "
-        ".npy files (160 MB: uint64 hashes and float64 rates); peak memory is the process's "
-        "peak RSS (`VmHWM`, reset via /proc/self/clear_refs once the inputs are loaded and, for "
-        "the reference, converted to Python lists) minus its RSS at that point, so it is what the "
-        "builds add. `ru_maxrss` is not used: Linux carries the parent's high-water mark across "
-        "fork/exec. The tracemalloc figure is the traced peak of one more build.",
-        f"- Decisions: {dec['decisions']:,} calls after 10,000 warm-up calls, each timed with "
-        f"`perf_counter_ns` around `policy.choose(Request(key), view)` + `view.record(node, now)`; "
-        f"keys drawn by rate; a load snapshot every 2,500 decisions (not timed); the numbers "
-        f"include the timer overhead of {dec['timer_overhead_ns']:.0f} ns. The planned table has "
-        f"one destination per key (no key reaches q_cap at this utilisation), so the stress table "
-        f"gives every key 4 destinations to time the least-loaded scan.",
-        f"- Decode: `decode_table(bytes)` of a {dcd['snapshot_bytes'] / 1e6:.1f} MB snapshot "
-        f"({dcd['keys']:,} keys, {dcd['members']:,} set members): protobuf parse, "
-        "`frombuffer`, layout validation, and BLAKE2b over the content unless trusted. The "
-        "reference unpacks every key into a dict of lists and validates in Python.",
-        END,
-    ]
-    return "\n".join(lines) + "\n"
-
-
-def update_doc(section: str) -> None:
-    text = (
-        DOC.read_text()
-        if DOC.exists()
-        else "# Benchmarks\n\nEach section is written by its script.\n"
-    )
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        text = head + section + rest.split(END, 1)[1].lstrip("\n")
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    DOC.write_text(text)
 
 
 def main() -> int:

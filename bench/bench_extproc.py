@@ -57,7 +57,7 @@ from tests.support.envoy import BUFFERED, HEADERS_ONLY, Envoy  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "bench"))
 # The HTTP front's benchmark already spawns, waits for and measures the same processes.
-from bench_http_front import cpu_s, publish_one_engine, spawn, wait_http  # noqa: E402
+from http_processes import cpu_s, publish_one_engine, spawn, wait_http  # noqa: E402
 
 HOST = "127.0.0.1"
 BODY = {"prompt": "benchmark prompt for the picker", "max_tokens": 16, "stream": True}

@@ -41,7 +41,7 @@ from dataplane.telemetry.sampler import Sampler
 
 TREE = Path(dataplane.__file__).resolve().parent.parent
 sys.path.insert(0, str(TREE / "bench"))
-import bench_route  # noqa: E402
+import route_workload  # noqa: E402
 
 BATCH = 2000
 
@@ -85,10 +85,10 @@ def compare(policies: list[str], batches: int) -> None:
     from dataplane.core.policies import POLICIES  # noqa: PLC0415
     from dataplane.core.session_token import encode  # noqa: PLC0415
 
-    keys = bench_route.key_names(200_000)
+    keys = route_workload.key_names(200_000)
     hashes = np.unique(np.array([hash_key(k) for k in keys], dtype=np.uint64))
-    table = bench_route.big_table(1, hashes)
-    plain = bench_route.requests_for(1)[:20_000]
+    table = route_workload.big_table(1, hashes)
+    plain = route_workload.requests_for(1)[:20_000]
     arms: list[tuple[str, RouterServicer, list[Any]]] = []
     for policy in policies:
         metrics = RouterMetrics(policy)
@@ -96,11 +96,11 @@ def compare(policies: list[str], batches: int) -> None:
             policy=policy, sampler=Sampler(0.01, router_id="bench"), pool_metrics=metrics.for_pool
         )
         router.install_table("default", table, 1)
-        router.apply_load(bench_route.snapshot(1))
+        router.apply_load(route_workload.snapshot(1))
         servicer = RouterServicer(router, metrics, policy)
         arms.append((policy, servicer, [r.SerializeToString() for r in plain]))
         if POLICIES[policy].needs_session:
-            nodes = bench_route.NODES
+            nodes = route_workload.NODES
             tokened = []
             for i, r in enumerate(plain):
                 echoed = type(r)()
@@ -155,15 +155,15 @@ def main() -> None:
     if args.policies:
         compare([p.strip() for p in args.policies.split(",") if p.strip()], args.batches)
         return
-    keys = bench_route.key_names(200_000)
+    keys = route_workload.key_names(200_000)
     hashes = np.unique(np.array([hash_key(k) for k in keys], dtype=np.uint64))
     metrics = RouterMetrics("cacheroute")
     router = Router(sampler=Sampler(0.01, router_id="bench"), pool_metrics=metrics.for_pool)
-    router.install_table("default", bench_route.big_table(1, hashes), 1)
-    router.apply_load(bench_route.snapshot(1))
+    router.install_table("default", route_workload.big_table(1, hashes), 1)
+    router.apply_load(route_workload.snapshot(1))
     # The handler parses the request bytes itself (since issue 9: malformed bytes get
     # INVALID_ARGUMENT, not UNKNOWN), so the timing includes the protobuf parse gRPC did before.
-    requests = [r.SerializeToString() for r in bench_route.requests_for(1)]
+    requests = [r.SerializeToString() for r in route_workload.requests_for(1)]
     servicer = RouterServicer(router, metrics, "cacheroute")
     per_request = asyncio.run(timed(servicer, requests[:20_000], args.batches))
     print(

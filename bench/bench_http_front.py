@@ -28,140 +28,20 @@ import os
 import platform
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import numpy as np
-from aiohttp import web
 
-from cacheroute.v1 import cluster_pb2
-from cacheroute_state import open_stores
 from cacheroute_state.embedded import EmbeddedRedis
-from servekit.processes import die_with_parent, free_port
+from servekit.processes import free_port
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the http_* modules beside this script
+from http_front_peers import bare, client
+from http_processes import cpu_s, publish_one_engine, spawn, wait_http
 
 ROOT = Path(__file__).resolve().parents[1]
 HOST = "127.0.0.1"
-BODY = {
-    "prompt": "benchmark prompt for the front",
-    "max_tokens": 16,
-    "stream": True,
-}
-
-
-# -- the bare pass-through (a subprocess) -------------------------------------------------------
-
-
-def bare(port: int, upstream: str) -> None:
-    """The baseline: forward the body, relay the answer chunk by chunk, nothing more."""
-
-    async def main() -> None:
-        session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=0), auto_decompress=False
-        )
-
-        async def forward(request: web.Request) -> web.StreamResponse:
-            body = await request.read()
-            async with session.post(
-                f"{upstream}{request.path}",
-                data=body,
-                headers={"Content-Type": "application/json"},
-            ) as answer:
-                response = web.StreamResponse(status=answer.status)
-                response.content_type = answer.content_type
-                await response.prepare(request)
-                async for chunk in answer.content.iter_any():
-                    await response.write(chunk)
-                await response.write_eof()
-                return response
-
-        app = web.Application()
-        app.router.add_post("/v1/completions", forward)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        await web.TCPSite(runner, HOST, port).start()
-        await asyncio.Event().wait()
-
-    asyncio.run(main())
-
-
-# -- the client (a subprocess) ------------------------------------------------------------------
-
-
-def client(url: str, streams: int, duration_s: float) -> None:
-    """Closed loop of ``streams`` workers for ``duration_s``; prints TTFTs and the count as JSON."""
-
-    async def main() -> dict[str, Any]:
-        ttfts: list[float] = []
-        done = 0
-        errors = 0
-        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
-
-            async def worker(w: int) -> None:
-                nonlocal done, errors
-                end = time.perf_counter() + duration_s
-                i = 0
-                while time.perf_counter() < end:
-                    body = json.dumps({**BODY, "prompt_cache_key": f"key-{w}-{i % 8}"})
-                    i += 1
-                    started = time.perf_counter()
-                    try:
-                        async with session.post(
-                            url, data=body, headers={"Content-Type": "application/json"}
-                        ) as response:
-                            first = True
-                            async for _chunk in response.content.iter_any():
-                                if first:
-                                    ttfts.append(time.perf_counter() - started)
-                                    first = False
-                            if response.status == 200:
-                                done += 1
-                            else:
-                                errors += 1
-                    except aiohttp.ClientError:
-                        errors += 1
-
-            # warm the connections, then measure
-            await asyncio.gather(*(worker(w) for w in range(streams)))
-        return {"ttft": ttfts, "done": done, "errors": errors, "seconds": duration_s}
-
-    print(json.dumps(asyncio.run(main())))
-
-
-# -- the orchestrator ---------------------------------------------------------------------------
-
-
-def spawn(*args: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, *args],
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        preexec_fn=die_with_parent(),  # noqa: PLW1509 - only sets the parent-death signal
-    )
-
-
-def wait_http(url: str, timeout_s: float = 60.0, accept: Any = None) -> None:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            with urllib.request.urlopen(url, timeout=1) as reply:
-                data = reply.read()
-                if accept is None or accept(data):
-                    return
-        except OSError:
-            pass
-        if time.monotonic() > deadline:
-            raise SystemExit(f"{url} not ready within {timeout_s} s")
-        time.sleep(0.1)
-
-
-def cpu_s(pid: int) -> float:
-    """User + system CPU seconds a process has used (Linux ``/proc``)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _measure(
@@ -178,21 +58,6 @@ def _measure(
     result: dict[str, Any] = json.loads(out.stdout)
     result["proxy_cpu_s"] = sum(cpu_s(pid) - b for pid, b in zip(pids, before, strict=True))
     return result
-
-
-async def publish_one_engine(redis_url: str, engine: str) -> None:
-    stores = open_stores(redis_url)
-    try:
-        await stores.cluster.publish_load(
-            cluster_pb2.LoadSnapshot(
-                pool="default",
-                seq=1,
-                observed_at_unix_ms=int(time.time() * 1000),
-                nodes=[cluster_pb2.NodeLoad(node_id="engine-0", address=engine, healthy=True)],
-            )
-        )
-    finally:
-        await stores.close()
 
 
 def orchestrate(args: argparse.Namespace) -> dict[str, Any]:

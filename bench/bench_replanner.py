@@ -21,7 +21,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_core import Q_CAP, machine, workload
+from core_report import machine
+from core_workload import Q_CAP, workload
 
 from controlplane.core.churn import compare
 from controlplane.core.planner import PlanInput, build_plan

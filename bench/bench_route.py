@@ -34,7 +34,6 @@ import os
 import platform
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -43,210 +42,21 @@ import grpc
 import numpy as np
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from cacheroute.v1 import cluster_pb2, routing_pb2, routing_pb2_grpc, table_pb2
 from cacheroute_state import Stores, open_stores
 from cacheroute_state.embedded import EmbeddedRedis
 from dataplane.core.keys import hash_key
-from dataplane.core.policies import Reason
-from dataplane.core.table import PlannerParams, RoutingTable, make_table
-from dataplane.core.table_codec import encode_table, params_to_proto
-from servekit.grpc_server import GrpcServer
-from servekit.processes import die_with_parent, free_port
+from dataplane.core.table import RoutingTable
+from dataplane.core.table_codec import encode_table
+from servekit.processes import free_port
 
-NODES = [f"node-{i:02d}" for i in range(16)]
-TABLE_KEYS = 1_000_000
-REQUEST_KEYS = 50_000  # distinct keys the clients send (90% warm, 10% tail)
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the route_* modules beside this script
+import route_processes
+from route_inprocess import inprocess
+from route_processes import PY, bare_server, client, preexec_for
+from route_rounds import cpu_rounds, latency_rounds, swap_run, wait_ack
+from route_workload import TABLE_KEYS, big_table, key_names, metadata_for, snapshot
+
 ROOT = Path(__file__).resolve().parent.parent
-PY = sys.executable
-# (server CPU, client CPU) with --pin: both servers share one CPU, the client has the other, so the
-# scheduler cannot favour one server by where it places it (unpinned, two identical bare servers
-# differed by up to ±60 µs of CPU per call on the loaded 2-vCPU machine; pinned, by ±2 µs).
-PIN: tuple[int, int] | None = None
-
-
-def _start(cpu: int | None) -> Any:
-    """A ``preexec_fn``: die with the parent, and run on ``cpu`` when pinning."""
-    die = die_with_parent()
-
-    def start() -> None:
-        die()
-        if cpu is not None:
-            os.sched_setaffinity(0, {cpu})
-
-    return start
-
-
-# -- tables and requests ------------------------------------------------------------------------
-
-
-def key_names(count: int) -> list[str]:
-    return [f"tenant-{i}" for i in range(count)]
-
-
-def big_table(seed: int, hashes: np.ndarray) -> RoutingTable:
-    """A 1M-key table, 1-3 destinations per key, placements drawn from ``seed``."""
-    rng = np.random.default_rng(seed)
-    n = hashes.shape[0]
-    sizes = rng.integers(1, 4, n)
-    offsets = np.zeros(n + 1, dtype=np.uint32)
-    np.cumsum(sizes, out=offsets[1:])
-    first = rng.integers(0, len(NODES), n)
-    members = np.empty(int(offsets[-1]), dtype=np.uint16)
-    for j in range(3):  # member j of each set: first + j*5 (mod 16), sorted below
-        has = sizes > j
-        members[offsets[:-1][has] + j] = (first[has] + 5 * j) % len(NODES)
-    for size in (2, 3):  # sort each set (sizes 2 and 3)
-        rows = np.flatnonzero(sizes == size)
-        idx = offsets[:-1][rows][:, None] + np.arange(size)
-        members[idx] = np.sort(members[idx], axis=1)
-    return make_table(
-        pool="default",
-        node_ids=NODES,
-        key_hashes=hashes,
-        set_offsets=offsets,
-        set_members=members,
-        params=PlannerParams(q_cap=10.0, slots_per_node=200_000, seed=seed),
-        created_at_unix_ms=int(time.time() * 1000),
-    )
-
-
-def metadata_for(table: RoutingTable, size: int) -> table_pb2.PlanMetadata:
-    return table_pb2.PlanMetadata(
-        pool=table.pool, version=table.version, content_hash=table.content_hash,
-        created_at_unix_ms=table.created_at_unix_ms, created_by="bench", source="import",
-        params=params_to_proto(table.params), table_bytes=size,
-    )  # fmt: skip
-
-
-def requests_for(seed: int) -> list[routing_pb2.RouteRequest]:
-    rng = np.random.default_rng(seed)
-    warm = rng.zipf(1.2, REQUEST_KEYS) % TABLE_KEYS
-    out = []
-    for i, k in enumerate(warm):
-        key = f"tenant-{int(k)}" if i % 10 else f"tail-{rng.integers(1 << 40)}"
-        out.append(routing_pb2.RouteRequest(key=key, request_id=f"r{i}"))
-    return out
-
-
-def snapshot(seq: int) -> cluster_pb2.LoadSnapshot:
-    rng = np.random.default_rng(seq)
-    return cluster_pb2.LoadSnapshot(
-        pool="default",
-        seq=seq,
-        observed_at_unix_ms=int(time.time() * 1000),
-        nodes=[
-            cluster_pb2.NodeLoad(
-                node_id=n, address=f"10.0.0.{i}:8000", load=float(rng.integers(0, 20)),
-                healthy=True,
-            )
-            for i, n in enumerate(NODES)
-        ],
-    )  # fmt: skip
-
-
-# -- the bare server ----------------------------------------------------------------------------
-
-
-class BareServicer(routing_pb2_grpc.RouterServiceServicer):
-    """Returns one constant decision (and a constant batch of 1,000): the server stack's floor."""
-
-    def __init__(self) -> None:
-        self.decision = routing_pb2.RouteDecision(
-            node_id="node-00", address="10.0.0.0:8000", reason=routing_pb2.ROUTE_REASON_WARM,
-            version="p0123456789abcdef", generation=1, key_hash=1, key="tenant-1",
-            policy="cacheroute",
-        )  # fmt: skip
-        self.batch = routing_pb2.RouteBatchResponse(decisions=[self.decision] * 1000)
-
-    async def Route(self, request: Any, context: Any) -> routing_pb2.RouteDecision:  # noqa: N802
-        return self.decision
-
-    async def RouteBatch(self, request: Any, context: Any) -> routing_pb2.RouteBatchResponse:  # noqa: N802
-        return self.batch
-
-
-async def bare_server(listen: str) -> None:
-    name = routing_pb2.DESCRIPTOR.services_by_name["RouterService"].full_name
-    server = GrpcServer(listen, service_names=[name])
-    routing_pb2_grpc.add_RouterServiceServicer_to_server(BareServicer(), server.server)
-    await server.start()
-    from servekit.grpc_server import run_until_signal  # noqa: PLC0415
-
-    await run_until_signal(lambda: server.stop(1.0))
-
-
-# -- the client ---------------------------------------------------------------------------------
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU of every thread of process ``pid`` so far (clock ticks: 10 ms)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def run_seconds(pid: int) -> float:
-    """CPU of the live threads of ``pid`` in ns resolution (schedstat): for idle figures."""
-    total = 0
-    for stat in Path(f"/proc/{pid}/task").glob("*/schedstat"):
-        with contextlib.suppress(OSError):
-            total += int(stat.read_text().split()[0])
-    return total / 1e9
-
-
-async def client(
-    target: str, mode: str, concurrency: int, duration: float, out: Path, cpu_pid: int = 0
-) -> None:
-    reqs = requests_for(seed=1)
-    batch = routing_pb2.RouteBatchRequest(requests=reqs[:1000])
-    async with grpc.aio.insecure_channel(target) as channel:
-        stub = routing_pb2_grpc.RouterServiceStub(channel)
-        starts: list[float] = []
-        lats: list[float] = []
-        decisions = 0
-
-        async def worker(index: int, until: float, record: bool) -> None:
-            nonlocal decisions
-            i = index * 7919
-            while time.monotonic() < until:
-                t0 = time.monotonic()
-                if mode == "batch":
-                    await stub.RouteBatch(batch)
-                    decisions += 1000
-                else:
-                    await stub.Route(reqs[i % len(reqs)])
-                    i += 1
-                if record:
-                    starts.append(t0)
-                    lats.append(time.monotonic() - t0)
-
-        warm_until = time.monotonic() + 0.5
-        await asyncio.gather(*(worker(i, warm_until, False) for i in range(concurrency)))
-        decisions = 0
-        cpu0 = cpu_seconds(cpu_pid) if cpu_pid else 0.0
-        begin = time.monotonic()
-        until = begin + duration
-        await asyncio.gather(*(worker(i, until, True) for i in range(concurrency)))
-        elapsed = time.monotonic() - begin
-        cpu = cpu_seconds(cpu_pid) - cpu0 if cpu_pid else 0.0
-    np.savez(
-        out, starts=np.array(starts), lats=np.array(lats), elapsed=elapsed, decisions=decisions,
-        cpu=cpu,
-    )  # fmt: skip
-
-
-def run_client(
-    target: str, mode: str, concurrency: int, duration: float, cpu_pid: int = 0
-) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "r.npz"
-        subprocess.run(
-            [PY, __file__, "client", "--target", target, "--mode", mode,
-             "--concurrency", str(concurrency), "--duration", str(duration), "--out", str(out),
-             "--cpu-pid", str(cpu_pid)],
-            check=True, preexec_fn=_start(PIN[1] if PIN else None),
-        )  # fmt: skip
-        data = np.load(out)
-        return {k: data[k] for k in data.files}
 
 
 # -- the orchestrator ---------------------------------------------------------------------------
@@ -266,249 +76,12 @@ async def wait_serving(target: str, timeout: float = 30.0) -> None:
             await asyncio.sleep(0.1)
 
 
-async def wait_ack(stores: Stores, generation: int, timeout: float = 30.0) -> float:
-    """Monotonic time at which the router wrote its ACK of ``generation`` (polled every 50 ms,
-    so the polling itself does not load the machine during a swap)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        acks = await stores.cluster.get_acks("default")
-        for ack in acks:
-            if ack.generation == generation and ack.accepted:
-                wall_minus_mono = time.time() - time.monotonic()
-                return ack.at_unix_ms / 1000.0 - wall_minus_mono
-        await asyncio.sleep(0.05)
-    raise TimeoutError(f"router did not ACK generation {generation}")
-
-
-def pct(values: np.ndarray, q: float) -> float:
-    return float(np.percentile(values, q)) * 1e6 if values.size else float("nan")
-
-
 async def publish_loads(stores: Stores, period: float) -> None:
     seq = 1
     while period > 0:
         seq += 1
         await stores.cluster.publish_load(snapshot(seq))
         await asyncio.sleep(period)
-
-
-async def latency_rounds(targets: dict[str, str], args: argparse.Namespace) -> dict[str, Any]:
-    results: dict[str, Any] = {}
-    for concurrency in args.concurrency if "route" in args.parts else ():
-        pooled: dict[str, list[np.ndarray]] = {name: [] for name in targets}
-        rps: dict[str, list[float]] = {name: [] for name in targets}
-        for rnd in range(args.rounds):
-            order = list(targets) if rnd % 2 == 0 else list(reversed(targets))
-            for name in order:
-                r = await asyncio.to_thread(
-                    run_client, targets[name], "route", concurrency, args.duration
-                )
-                pooled[name].append(r["lats"])
-                rps[name].append(r["lats"].size / float(r["elapsed"]))
-        for name in targets:
-            lats = np.concatenate(pooled[name])
-            results[f"route_c{concurrency}_{name}"] = {
-                "p50_us": pct(lats, 50), "p99_us": pct(lats, 99), "n": int(lats.size),
-                "rps": float(np.mean(rps[name])),
-            }  # fmt: skip
-            print(f"route c={concurrency:2d} {name:6s} {results[f'route_c{concurrency}_{name}']}")
-        # Paired per round (bare and router measured back to back): robust to load drifting
-        # over the run, which pooling is not.
-        for q in (50, 99):
-            ratios = [
-                pct(r, q) / pct(b, q) for b, r in zip(pooled["bare"], pooled["router"], strict=True)
-            ]
-            results[f"route_c{concurrency}_p{q}_ratio_rounds"] = ratios
-            results[f"route_c{concurrency}_p{q}_ratio_median"] = float(np.median(ratios))
-        print(
-            f"route c={concurrency:2d} per-round ratio median p50 "
-            f"{results[f'route_c{concurrency}_p50_ratio_median']:.3f} p99 "
-            f"{results[f'route_c{concurrency}_p99_ratio_median']:.3f}"
-        )
-    for rnd in range(args.rounds if "batch" in args.parts else 0):
-        order = list(targets) if rnd % 2 == 0 else list(reversed(targets))
-        for name in order:
-            r = await asyncio.to_thread(run_client, targets[name], "batch", 2, args.duration)
-            results.setdefault(f"batch_{name}", []).append(
-                float(r["decisions"]) / float(r["elapsed"])
-            )
-    for name in targets if "batch" in args.parts else ():
-        values = results[f"batch_{name}"]
-        results[f"batch_{name}"] = {"decisions_per_s": float(np.median(values)), "rounds": values}
-        print(f"batch {name:6s} {results[f'batch_{name}']}")
-    return results
-
-
-async def cpu_rounds(
-    targets: dict[str, str], pids: dict[str, int], args: argparse.Namespace
-) -> dict[str, Any]:
-    """Server CPU per Route (µs) at each caller count, and idle CPU (ms per s), per round."""
-    results: dict[str, Any] = {}
-    idle: dict[str, list[float]] = {name: [] for name in targets}
-    for _ in range(args.rounds):
-        before = {name: run_seconds(pid) for name, pid in pids.items()}
-        started = time.monotonic()
-        await asyncio.sleep(args.duration)
-        elapsed = time.monotonic() - started
-        for name, pid in pids.items():
-            idle[name].append((run_seconds(pid) - before[name]) / elapsed * 1000)
-    for name in targets:
-        results[f"cpu_idle_{name}_ms_per_s"] = float(np.median(idle[name]))
-    for concurrency in args.concurrency:
-        per_call: dict[str, list[float]] = {name: [] for name in targets}
-        for rnd in range(args.rounds):
-            order = list(targets) if rnd % 2 == 0 else list(reversed(targets))
-            for name in order:
-                r = await asyncio.to_thread(
-                    run_client, targets[name], "route", concurrency, args.duration, pids[name]
-                )
-                per_call[name].append(float(r["cpu"]) / max(1, r["lats"].size) * 1e6)
-        for name in targets:
-            results[f"cpu_c{concurrency}_{name}_us_per_call"] = float(np.median(per_call[name]))
-            results[f"cpu_c{concurrency}_{name}_rounds"] = per_call[name]
-        bare = results[f"cpu_c{concurrency}_bare_us_per_call"]
-        router = results[f"cpu_c{concurrency}_router_us_per_call"]
-        results[f"cpu_c{concurrency}_ratio"] = router / bare
-        print(f"cpu c={concurrency:2d} µs/call bare {bare:.1f} router {router:.1f}")
-    print(f"cpu idle ms/s {[(n, results[f'cpu_idle_{n}_ms_per_s']) for n in targets]}")
-    return results
-
-
-async def swap_run(
-    target: str, stores: Stores, versions: list[str], args: argparse.Namespace
-) -> dict[str, Any]:
-    active = await stores.plans.get_active("default")
-    assert active is not None
-    generation = active.generation
-    duration = 2.0 * args.swaps + 2.0
-    client_task = asyncio.create_task(asyncio.to_thread(run_client, target, "route", 16, duration))
-    await asyncio.sleep(2.5)  # client start-up + warm-up + a steady stretch
-    windows: list[tuple[float, float]] = []
-    for i in range(args.swaps):
-        version = versions[(generation + 1) % 2]
-        moved_at = time.monotonic()
-        await stores.plans.move_active(
-            "default", version, expected_generation=generation, actor="bench", action="rollout"
-        )
-        generation += 1
-        acked = await wait_ack(stores, generation)
-        windows.append((moved_at, acked))
-        if i < args.swaps - 1:
-            await asyncio.sleep(max(0.0, 2.0 - (time.monotonic() - moved_at)))
-    r = await client_task
-    starts, lats = r["starts"], r["lats"]
-    ends = starts + lats
-    during = np.zeros(starts.size, dtype=bool)
-    quiet = np.ones(starts.size, dtype=bool)
-    for lo, hi in windows:
-        during |= (ends >= lo) & (starts <= hi)
-        quiet &= (ends < lo - 0.3) | (starts > hi + 0.3)
-    quiet &= starts > starts[0] + 0.5
-    quiet &= starts < windows[-1][1] + 1.0
-    swap_ms = [(hi - lo) * 1000 for lo, hi in windows]
-    if args.verbose:
-        for lo, hi in windows:
-            near = (starts > lo - 0.2) & (starts < hi + 0.2)
-            for s_, l_ in zip(starts[near], lats[near], strict=True):
-                if l_ > 0.015:
-                    offset, window = (s_ - lo) * 1000, (hi - lo) * 1000
-                    print(f"  +{offset:7.1f} ms (window {window:.0f} ms): {l_ * 1e3:.1f} ms")
-    out = {
-        "swaps": len(windows),
-        "swap_ms_median": float(np.median(swap_ms)),
-        "swap_ms_max": float(np.max(swap_ms)),
-        "during_p50_us": pct(lats[during], 50), "during_p99_us": pct(lats[during], 99),
-        "during_max_us": pct(lats[during], 100), "during_n": int(during.sum()),
-        "steady_p50_us": pct(lats[quiet], 50), "steady_p99_us": pct(lats[quiet], 99),
-        "steady_n": int(quiet.sum()),
-    }  # fmt: skip
-    print(f"swap {out}")
-    return out
-
-
-class PrometheusClientMetrics:
-    """The alternative to ``router_metrics.PoolMetrics``: pre-bound prometheus_client children."""
-
-    def __init__(self, counter: Any, histogram: Any, pool: str) -> None:
-        self._children = {r: counter.labels(pool, "cacheroute", r.value) for r in Reason}
-        self._observe = histogram.labels(pool).observe
-
-    def decided(self, reason: Reason, seconds: float) -> None:
-        self._children[reason].inc()
-        self._observe(seconds)
-
-    @staticmethod
-    def factory() -> Any:
-        from prometheus_client import CollectorRegistry, Counter, Histogram  # noqa: PLC0415
-
-        registry = CollectorRegistry()
-        counter = Counter("d", "d", ["pool", "policy", "reason"], registry=registry)
-        histogram = Histogram("l", "l", ["pool"], registry=registry)
-        return lambda pool: PrometheusClientMetrics(counter, histogram, pool)
-
-
-def inprocess(table_bytes: bytes) -> dict[str, Any]:
-    """Decision path cost with/without metrics; event-loop stall while a 1M table decodes."""
-    from dataplane.core.decision_encoding import DecisionEncoder  # noqa: PLC0415
-    from dataplane.core.route_input import parse_request  # noqa: PLC0415
-    from dataplane.core.router import Router  # noqa: PLC0415
-    from dataplane.core.table_codec import decode_table  # noqa: PLC0415
-    from dataplane.sync.table_watcher import decode_for  # noqa: PLC0415
-    from dataplane.telemetry.router_metrics import RouterMetrics  # noqa: PLC0415
-    from dataplane.telemetry.sampler import Sampler  # noqa: PLC0415
-
-    table = decode_table(table_bytes)
-    reqs = requests_for(seed=2)[:20000]
-    out: dict[str, Any] = {}
-    variants = ("none", "plain", "prometheus_client")
-    timings: dict[str, list[float]] = {v: [] for v in variants}
-    for rnd in range(9):
-        variant = variants[rnd % 3]
-        metrics = RouterMetrics("cacheroute")
-        factories: dict[str, Any] = {
-            "none": None,
-            "plain": metrics.for_pool,
-            "prometheus_client": PrometheusClientMetrics.factory(),
-        }
-        router = Router(sampler=Sampler(0.01, router_id="bench"), pool_metrics=factories[variant])
-        router.install_table("default", table, 1)
-        router.apply_load(snapshot(1))
-        encoder = DecisionEncoder("cacheroute")
-        now = time.time()
-        t0 = time.perf_counter()
-        for q in reqs:
-            inp = parse_request(q)
-            encoder.encode_outcome(router.route(inp, now), inp.key_hash, inp.key, inp.request_id)
-        timings[variant].append((time.perf_counter() - t0) / len(reqs) * 1e6)
-    for variant in variants:
-        out[f"decision_us_metrics_{variant}"] = float(np.median(timings[variant]))
-
-    async def stall() -> float:
-        worst = 0.0
-        done = False
-
-        async def ticker() -> None:
-            nonlocal worst
-            while not done:
-                t = time.perf_counter()
-                await asyncio.sleep(0.0005)
-                worst = max(worst, time.perf_counter() - t - 0.0005)
-
-        task = asyncio.create_task(ticker())
-        await asyncio.sleep(0.05)
-        base = worst
-        worst = 0.0
-        started = time.perf_counter()
-        await asyncio.to_thread(decode_for, table_bytes, "default", table.version)
-        out["decode_ms"] = (time.perf_counter() - started) * 1000
-        done = True
-        await task
-        out["idle_stall_ms"] = base * 1000
-        return worst * 1000
-
-    out["decode_max_loop_stall_ms"] = asyncio.run(stall())
-    print(f"in-process {out}")
-    return out
 
 
 async def orchestrate(
@@ -530,14 +103,15 @@ async def orchestrate(
             router_addr = f"127.0.0.1:{free_port()}"
             bare_addr = f"127.0.0.1:{free_port()}"
             env = {**os.environ, "PYTHONPATH": str(ROOT)}
+            server_cpu = route_processes.PIN[0] if route_processes.PIN else None
             procs.append(subprocess.Popen(
                 [PY, "-m", "dataplane", "--listen", router_addr, "--redis-url", redis_server.url,
                  "--router-id", "bench-router", "--log-level", "warning", *args.router_args],
-                env=env, preexec_fn=_start(PIN[0] if PIN else None),  # noqa: PLW1509
+                env=env, preexec_fn=preexec_for(server_cpu),  # noqa: PLW1509
             ))  # fmt: skip
             procs.append(subprocess.Popen(
                 [PY, __file__, "bare-server", "--listen", bare_addr],
-                env=env, preexec_fn=_start(PIN[0] if PIN else None),  # noqa: PLW1509
+                env=env, preexec_fn=preexec_for(server_cpu),  # noqa: PLW1509
             ))  # fmt: skip
             await wait_serving(router_addr)
             await wait_serving(bare_addr)
@@ -632,8 +206,7 @@ def main() -> None:
         help="caller counts for the Route latency rounds",
     )  # fmt: skip
     args = parser.parse_args()
-    global PIN  # noqa: PLW0603 - read by the process starters
-    PIN = args.pin if args.cmd is None else None
+    route_processes.PIN = args.pin if args.cmd is None else None
     if args.cmd == "bare-server":
         asyncio.run(bare_server(args.listen))
     elif args.cmd == "client":

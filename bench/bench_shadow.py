@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_core import machine
+from core_report import machine
 
 from cacheroute.v1 import cluster_pb2
 from controlplane.lifecycle.shadow import samples_to_requests

@@ -21,7 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_route
+import route_workload
 
 from dataplane.core.decision_encoding import DecisionEncoder
 from dataplane.core.keys import hash_key
@@ -40,7 +40,7 @@ def unaligned(array: npt.NDArray[G]) -> npt.NDArray[G]:
 def per_decision_us(table: RoutingTable, requests: list[object]) -> float:
     router = Router()
     router.install_table("default", table, 1)
-    router.apply_load(bench_route.snapshot(1))
+    router.apply_load(route_workload.snapshot(1))
     encoder = DecisionEncoder("cacheroute")
     now = time.time()
     started = time.perf_counter()
@@ -54,15 +54,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    names = bench_route.key_names(bench_route.TABLE_KEYS)
+    names = route_workload.key_names(route_workload.TABLE_KEYS)
     hashes = np.unique(np.array([hash_key(k) for k in names], dtype=np.uint64))
-    aligned = bench_route.big_table(1, hashes)
+    aligned = route_workload.big_table(1, hashes)
     shifted = make_table(
         pool=aligned.pool, node_ids=aligned.node_ids, key_hashes=unaligned(aligned.key_hashes),
         set_offsets=unaligned(aligned.set_offsets), set_members=aligned.set_members,
         params=aligned.params, created_at_unix_ms=aligned.created_at_unix_ms,
     )  # fmt: skip
-    requests: list[object] = list(bench_route.requests_for(seed=2)[:20000])
+    requests: list[object] = list(route_workload.requests_for(seed=2)[:20000])
     results: dict[str, list[float]] = {"aligned (now)": [], "unaligned view (before)": []}
     for _ in range(args.rounds):
         for name, table in (("aligned (now)", aligned), ("unaligned view (before)", shifted)):

@@ -48,7 +48,8 @@ from sim.engine_model import LLAMA_70B, PAPER_TESTBED_FILE, EngineProfile
 from sim.steady import LruBlocks
 from sim.study import RunSettings, run_task
 from sim.types import BLOCK_TOKENS
-from sim.workloads.paper import CONTEXT_TOKENS, PaperWorkload
+from sim.workloads.paper import PaperWorkload
+from sim.workloads.paper_shape import CONTEXT_TOKENS
 
 NODES = 30
 FROZEN_FILE = PAPER_TESTBED_FILE

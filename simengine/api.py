@@ -26,17 +26,9 @@ from typing import Any
 
 from aiohttp import web
 
-from simengine.protocol import (
-    ApiError,
-    ParsedRequest,
-    chunk_body,
-    completion_body,
-    parse_request,
-    token_text,
-    usage,
-    usage_chunk,
-)
+from simengine.protocol import ApiError, ParsedRequest, parse_request
 from simengine.realtime_engine import RequestTooLargeError, SimEngine, Ticket
+from simengine.responses import chunk_body, completion_body, token_text, usage, usage_chunk
 from simengine.vllm_metrics import EngineMetrics
 
 _CLIENT_GONE = (ConnectionError,)  # includes aiohttp's ClientConnectionResetError

@@ -1,4 +1,4 @@
-"""OpenAI request bodies → :class:`~simengine.realtime_engine.EngineRequest`, and the responses.
+"""OpenAI request bodies → :class:`~simengine.realtime_engine.EngineRequest` or an ``ApiError``.
 
 Token accounting of a text prompt: the engine has no tokenizer, so a prompt's blocks are
 ``dataplane.core.keys.prompt_blocks`` over the *whole* UTF-8 prompt (64-byte chained blocks ≈ 16
@@ -19,7 +19,8 @@ token counts (``sim.types.SimRequest``)::
 Output tokens = ``max_tokens`` (default 16, OpenAI's completions default; also for chat) or the
 extension's ``output_tokens``: the simulated answer always runs to its length
 (``finish_reason = "length"``). Unsupported options (``n`` > 1, ``best_of`` > 1) and malformed
-fields are refused with HTTP 400 and an OpenAI-style error object naming the field.
+fields are refused with HTTP 400 and an OpenAI-style error object naming the field. The response
+bodies are :mod:`simengine.responses`.
 """
 
 from __future__ import annotations
@@ -39,10 +40,6 @@ MAX_BLOCKS = 1 << 16  # 1M tokens: far above any profile's cache
 MAX_OUTPUT_TOKENS = 1 << 20
 EXTENSION = "cacheroute"
 _U64_MAX = (1 << 64) - 1
-_WORDS = (
-    " the", " cache", " route", " warm", " prefix", " plan", " token", " node", " key", " load",
-    " hit", " set", " table", " batch", " step", " block",
-)  # fmt: skip
 
 
 class ApiError(Exception):
@@ -248,94 +245,3 @@ def _from_extension(extension: object, max_tokens: int) -> EngineRequest:
     if not isinstance(key, str):
         raise bad(f"'{name}.key' must be a string", name)
     return EngineRequest(tuple(blocks), prompt, max_tokens, key)
-
-
-# -- responses ------------------------------------------------------------------------------------
-
-
-def token_text(start: int, stop: int) -> str:
-    """The simulated text of output tokens ``[start, stop)``: one word per token."""
-    return "".join(_WORDS[i % len(_WORDS)] for i in range(start, stop))
-
-
-def usage(prompt: int, completion: int, cached: int) -> dict[str, Any]:
-    """The usage object, with vLLM's ``prompt_tokens_details.cached_tokens``."""
-    return {
-        "prompt_tokens": prompt,
-        "completion_tokens": completion,
-        "total_tokens": prompt + completion,
-        "prompt_tokens_details": {"cached_tokens": cached},
-    }
-
-
-def completion_body(
-    request: ParsedRequest, rid: str, created: int, text: str, usage_obj: dict[str, Any]
-) -> dict[str, Any]:
-    if request.chat:
-        choice: dict[str, Any] = {
-            "index": 0,
-            "message": {"role": "assistant", "content": text},
-            "logprobs": None,
-            "finish_reason": "length",
-        }
-        kind = "chat.completion"
-    else:
-        choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": "length"}
-        kind = "text_completion"
-    return {
-        "id": rid,
-        "object": kind,
-        "created": created,
-        "model": request.model,
-        "choices": [choice],
-        "usage": usage_obj,
-    }
-
-
-def chunk_body(
-    request: ParsedRequest,
-    rid: str,
-    created: int,
-    text: str,
-    *,
-    first: bool,
-    finished: bool,
-) -> dict[str, Any]:
-    """One streamed chunk carrying ``text`` (the first chat chunk also carries the role)."""
-    reason = "length" if finished else None
-    if request.chat:
-        delta: dict[str, Any] = (
-            {"role": "assistant", "content": text} if first else {"content": text}
-        )
-        choice: dict[str, Any] = {
-            "index": 0,
-            "delta": delta,
-            "logprobs": None,
-            "finish_reason": reason,
-        }
-        kind = "chat.completion.chunk"
-    else:
-        choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": reason}
-        kind = "text_completion"
-    return {
-        "id": rid,
-        "object": kind,
-        "created": created,
-        "model": request.model,
-        "choices": [choice],
-    }
-
-
-def usage_chunk(
-    request: ParsedRequest, rid: str, created: int, usage_obj: dict[str, Any]
-) -> dict[str, Any]:
-    """The last chunk with ``stream_options.include_usage``: no choices, the usage."""
-    kind = "chat.completion.chunk" if request.chat else "text_completion"
-    return {
-        "id": rid,
-        "object": kind,
-        "created": created,
-        "model": request.model,
-        "choices": [],
-        "usage": usage_obj,
-    }

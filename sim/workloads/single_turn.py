@@ -13,7 +13,7 @@ import numpy as np
 from sim.types import SimRequest
 from sim.workloads.arrivals import ArrivalProcess
 from sim.workloads.blocks import gc_paused, mix, mix_int, segment_blocks, to_tuples
-from sim.workloads.paper import ANSWER, lognormal_tokens
+from sim.workloads.paper_shape import ANSWER, lognormal_tokens
 from sim.workloads.popularity import Population
 
 

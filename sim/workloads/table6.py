@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 
 from sim.types import BLOCK_TOKENS
-from sim.workloads.paper import CONTEXT_TOKENS, PaperStream
+from sim.workloads.paper import PaperStream
+from sim.workloads.paper_shape import CONTEXT_TOKENS
 from sim.workloads.popularity import paper_active_set
 from sim.workloads.stats import (
     consecutive_common_blocks,

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from sim.types import SimRequest
 from sim.workloads.arrivals import AZURE_CONV, BOOTSTRAP_BLOCK, GAMMA_CV, ArrivalProcess
-from sim.workloads.paper import CURRENT
+from sim.workloads.paper_shape import CURRENT
 from sim.workloads.popularity import paper_active_set
 from sim.workloads.single_turn import SingleTurnShape, single_turn_requests
 

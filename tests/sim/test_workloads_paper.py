@@ -11,12 +11,8 @@ import pytest
 
 from sim.types import SimRequest
 from sim.workloads.arrivals import ArrivalError
-from sim.workloads.paper import (
-    CONTEXT_TOKENS,
-    TEMPLATE_TOKENS,
-    PaperStream,
-    PaperWorkload,
-)
+from sim.workloads.paper import PaperStream, PaperWorkload
+from sim.workloads.paper_shape import CONTEXT_TOKENS, TEMPLATE_TOKENS
 from sim.workloads.stats import (
     consecutive_common_blocks,
     ideal_hit,

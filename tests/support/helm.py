@@ -117,3 +117,7 @@ def inferencepool_schema() -> dict[str, Any]:
     loaded = yaml.safe_load(INFERENCEPOOL_SCHEMA.read_text())
     assert isinstance(loaded, dict)
     return loaded
+
+
+# Every value set the chart is rendered with: its defaults, each recipe, the extra sets above.
+VALUE_SETS = ["default", *recipe_names(), *EXTRA_VALUE_SETS]

@@ -1,52 +1,26 @@
-"""The planner on small hand-checked inputs: Algorithm 1 step by step, statistics, bad inputs.
+"""The planner on small hand-checked inputs: Algorithm 1 step by step, limits, bad inputs.
 
-Property tests over random inputs live in ``test_planner_properties.py``.
+Statistics and labels are in ``test_planner_stats.py``, the placements (weighted LPT and the
+ablations) in ``test_planner_placements.py``, property tests over random inputs in
+``test_planner_properties.py``.
 """
 
 from __future__ import annotations
 
 import math
-import time
-import types
 from typing import Any
 
 import numpy as np
 import pytest
 
-from controlplane.core import planner
-from controlplane.core.placements import place_lpt
 from controlplane.core.planner import (
-    TOP_KEYS,
     PlanError,
     PlanInput,
     admit,
     build_plan,
     replica_counts,
 )
-from dataplane.core.keys import hash_key
-from dataplane.core.table import RoutingTable
-
-NODES = ["a", "b", "c"]
-
-
-def plan(rates: dict[int, float], *, nodes: list[str] | None = None, **kwargs: Any) -> RoutingTable:
-    args: dict[str, Any] = {"q_cap": 10.0, "slots_per_node": 2, **kwargs}
-    return build_plan(
-        PlanInput(
-            key_hashes=np.array(list(rates), dtype=np.uint64),
-            rates=np.array(list(rates.values()), dtype=np.float64),
-            node_ids=nodes or NODES,
-            **args,
-        ),
-        created_at_unix_ms=1,
-    )
-
-
-def sets(table: RoutingTable) -> dict[int, list[int]]:
-    return {int(h): table.members(i) for i, h in enumerate(table.key_hashes)}
-
-
-# -- Algorithm 1 by hand ----------------------------------------------------------------------
+from tests.support.planner_inputs import NODES, plan, sets
 
 
 def test_replica_count_is_ceil_rate_over_qcap_at_least_one_at_most_r() -> None:
@@ -144,126 +118,6 @@ def test_admit_partitions_only_when_there_are_more_candidates_than_slots() -> No
     assert admit(hashes, rates, q_cap=100.0, num_nodes=2, slots_total=0).slots_total == 0
 
 
-# -- statistics, labels, params ---------------------------------------------------------------
-
-
-def test_statistics_describe_the_plan() -> None:
-    table = plan({1: 25.0, 2: 8.0, 3: 4.0, 4: 1.0, 5: 0.5}, slots_per_node=2)
-    stats = table.stats
-    assert stats.num_keys == 5
-    assert stats.admitted_keys == table.num_keys == 4
-    assert stats.total_rate == pytest.approx(38.5)
-    assert stats.tail_rate == pytest.approx(0.5)
-    assert math.fsum(stats.planned_load) == pytest.approx(stats.total_rate)
-    assert stats.build_ms > 0.0
-
-
-def test_build_ms_is_the_planners_own_elapsed_time_in_milliseconds(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    ticks = iter([100.0, 100.25])  # the planner reads its clock at the start and at the end
-    clock = types.SimpleNamespace(perf_counter=lambda: next(ticks), time=lambda: 5.0)
-    monkeypatch.setattr(planner, "time", clock)
-    assert plan({1: 1.0, 2: 3.0}).stats.build_ms == pytest.approx(250.0)
-
-
-def test_statistics_of_a_plan_below_one_request_per_second_per_node() -> None:
-    # Fractional rates are ordinary rates: shares and imbalance must not round to 0 or 1.
-    table = plan({1: 0.3, 2: 0.1, 3: 0.05}, slots_per_node=1)  # C = 3: everything admitted
-    stats = table.stats
-    assert sets(table) == {1: [0], 2: [1], 3: [2]}
-    assert stats.admitted_rate_share == pytest.approx(1.0)
-    assert stats.planned_load == pytest.approx((0.3, 0.1, 0.05))
-    assert stats.planned_imbalance == pytest.approx(0.3 / (0.45 / 3))
-    tail = plan({1: 0.3, 2: 0.1, 3: 0.05}, slots_per_node=0).stats
-    assert tail.admitted_rate_share == 0.0
-    assert tail.planned_imbalance == pytest.approx(1.0)
-    half = plan({1: 0.3, 2: 0.1, 3: 0.05, 4: 0.05}, nodes=["a"], slots_per_node=2).stats
-    assert half.admitted_rate_share == pytest.approx(0.4 / 0.5)
-
-
-def test_top_keys_carry_their_labels_in_admission_order() -> None:
-    labels = {hash_key("acme"): "acme", hash_key("globex"): "globex"}
-    rates = {hash_key("globex"): 2.0, hash_key("acme"): 5.0, hash_key("unlabelled"): 1.0}
-    table = plan(rates, key_labels=labels)
-    assert [(k.key, k.rate) for k in table.top_keys] == [("acme", 5.0), ("globex", 2.0), ("", 1.0)]
-
-
-def test_top_keys_are_bounded() -> None:
-    table = plan({h: float(h) for h in range(1, 300)}, slots_per_node=200, q_cap=1000.0)
-    assert len(table.top_keys) == TOP_KEYS
-    assert table.top_keys[0].key_hash == 299
-
-
-def test_params_record_the_inputs_and_the_seed_only_for_random_placement() -> None:
-    lpt = plan({1: 1.0}, seed=5, node_weights=[1.0, 2.0, 3.0])
-    assert (lpt.params.q_cap, lpt.params.slots_per_node, lpt.params.placement) == (10.0, 2, "lpt")
-    assert lpt.params.node_weights == (1.0, 2.0, 3.0)
-    assert lpt.params.seed == 0
-    random = plan({1: 1.0}, placement="random", seed=5).params
-    assert (random.placement, random.seed) == ("random", 5)
-    assert plan({1: 1.0}, placement="hash", seed=5).params.placement == "hash"
-
-
-def test_integer_weights_give_the_same_plan_and_version_as_the_equal_floats() -> None:
-    ints = plan({1: 4.0, 2: 2.0}, node_weights=[1, 3, 2])
-    floats = plan({1: 4.0, 2: 2.0}, node_weights=[1.0, 3.0, 2.0])
-    assert ints.content_hash == floats.content_hash
-
-
-def test_creation_time_defaults_to_now_in_milliseconds() -> None:
-    before = int(time.time() * 1000)
-    table = build_plan(
-        PlanInput(
-            key_hashes=np.array([1], dtype=np.uint64),
-            rates=np.array([1.0]),
-            node_ids=NODES,
-            q_cap=1.0,
-            slots_per_node=1,
-        )
-    )
-    assert before <= table.created_at_unix_ms <= int(time.time() * 1000)
-
-
-def test_pool_and_creation_time_are_recorded() -> None:
-    table = plan({1: 1.0}, pool="eu-west")
-    assert table.pool == "eu-west"
-    assert table.created_at_unix_ms == 1
-
-
-# -- capacity weights in LPT ------------------------------------------------------------------
-
-
-def test_lpt_compares_destinations_by_load_per_unit_of_weight() -> None:
-    # node 1 has twice node 0's capacity: its load 3 is 1.5 per unit, below node 0's 2
-    loads = [2.0, 3.0]
-    assert place_lpt([6.0], [1], loads, [1.0, 2.0]) == [[1]]
-    assert loads == [2.0, 9.0]
-
-
-def test_lpt_keeps_placing_by_normalised_load_as_it_fills_weighted_destinations() -> None:
-    # weights 1 and 2, four keys of rate 2: normalised loads go (0,0) -> (2,0) -> (2,1) -> (2,2)
-    loads = [0.0, 0.0]
-    assert place_lpt([2.0] * 4, [1] * 4, loads, [1.0, 2.0]) == [[0], [1], [1], [0]]
-    assert loads == [4.0, 4.0]
-
-
-def test_lpt_splits_a_replicated_keys_rate_over_its_least_loaded_destinations() -> None:
-    loads = [1.0, 0.0, 5.0, 0.5]
-    assert place_lpt([9.0], [3], loads, [1.0] * 4) == [[0, 1, 3]]
-    assert loads == [4.0, 3.0, 5.0, 3.5]
-
-
-def test_weighted_plan_puts_more_warm_keys_on_bigger_destinations() -> None:
-    rates = {h: 1.0 for h in range(1, 31)}
-    table = plan(rates, nodes=["small", "big"], slots_per_node=30, node_weights=[1.0, 4.0])
-    per_node = [sum(m == [r] for m in sets(table).values()) for r in range(2)]
-    assert per_node == [6, 24]  # load per unit of weight ends equal: 6 / 1 == 24 / 4
-
-
-# -- limits and duplicates --------------------------------------------------------------------
-
-
 def test_the_largest_allowed_cluster_of_65535_destinations_is_planned() -> None:
     nodes = [f"n{i}" for i in range(65535)]
     table = plan({1: 5.0, 2: 1.0}, nodes=nodes, q_cap=1.0, slots_per_node=1)
@@ -286,47 +140,6 @@ def test_a_repeated_admitted_key_is_rejected_wherever_it_sorts(repeat: int) -> N
             )
         )
 
-
-# -- ablation placements ----------------------------------------------------------------------
-
-
-def test_hash_placement_puts_each_key_on_hash_mod_r_alone() -> None:
-    rates = {101: 50.0, 202: 40.0, 303: 30.0, 404: 1.0}
-    table = plan(rates, placement="hash", slots_per_node=1)
-    # one slot per key regardless of rate: the top C = 3 keys
-    assert sets(table) == {101: [101 % 3], 202: [202 % 3], 303: [303 % 3]}
-    assert table.stats.max_replicas == 1
-
-
-def test_hash_placement_adds_up_the_rates_of_keys_that_share_a_destination() -> None:
-    table = plan({3: 5.0, 6: 4.0, 7: 2.0}, placement="hash", slots_per_node=2)
-    assert sets(table) == {3: [0], 6: [0], 7: [1]}
-    assert table.stats.planned_load == pytest.approx((9.0, 2.0, 0.0))
-
-
-def test_random_placement_draws_k_distinct_destinations_deterministically() -> None:
-    rates = {h: 25.0 if h < 5 else 3.0 for h in range(1, 40)}
-    nodes = [f"n{i}" for i in range(8)]
-    first = plan(rates, nodes=nodes, placement="random", seed=3, slots_per_node=6)
-    again = plan(rates, nodes=nodes, placement="random", seed=3, slots_per_node=6)
-    other = plan(rates, nodes=nodes, placement="random", seed=4, slots_per_node=6)
-    assert first.content_hash == again.content_hash
-    assert sets(first) != sets(other)
-    assert all(len(s) == (3 if h < 5 else 1) for h, s in sets(first).items())
-
-
-def test_random_placement_plans_each_replicas_share_of_the_rate() -> None:
-    rates = {1: 30.0, 2: 10.0, 3: 6.0, 4: 2.0}
-    table = plan(rates, nodes=["a", "b", "c", "d"], placement="random", seed=9, q_cap=10.0)
-    expected = [0.0] * 4
-    for key, members in sets(table).items():
-        for m in members:
-            expected[m] += rates[key] / len(members)
-    assert table.stats.planned_load == pytest.approx(expected)
-    assert math.fsum(table.stats.planned_load) == pytest.approx(48.0)
-
-
-# -- bad input --------------------------------------------------------------------------------
 
 BAD: list[tuple[str, dict[str, Any], str]] = [
     ("no nodes", {"node_ids": []}, "no destinations"),

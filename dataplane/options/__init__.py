@@ -1,24 +1,44 @@
 """The router's declared options: each once, as the flag, the ``CACHEROUTE_*`` variable, the
 ``--config`` key and its ``--help`` line (``servekit.options``).
 
-Split from ``python -m dataplane``'s entry point, which turns parsed values into a
-:class:`~dataplane.server.RouterConfig` and runs the server: the declarations are read by the
-Helm chart's flag test and the docs, the entry point by nobody but the process.
+Split from ``python -m dataplane``'s entry point, which runs the server, and from
+:mod:`dataplane.options.builder`, which turns parsed values into a
+:class:`~dataplane.server.RouterConfig`: the declarations are read by the Helm chart's flag test
+and the docs, the entry point by nobody but the process.
 """
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 from dataplane.core.active_probes import ProbeConfig
 from dataplane.core.outliers import OutlierConfig
 from dataplane.core.policies.registry import ROUTER_POLICIES
-from dataplane.extproc.context import ExtProcConfig
 from dataplane.health.health_feedback import DEFAULT_SHARE
-from dataplane.http_front.app import FrontConfig
-from dataplane.http_front.connections import ConnectionLimits
-from dataplane.openai_api.request_keys import DEFAULT_KEY_HEADERS
+from dataplane.options.doors import (
+    EXTPROC_ALLOW_UNAUTHENTICATED,
+    EXTPROC_BODY_TIMEOUT,
+    EXTPROC_FALLBACKS,
+    EXTPROC_HEALTH_LISTEN,
+    EXTPROC_LISTEN,
+    EXTPROC_MAX_BODY,
+    EXTPROC_MAX_BUFFERED,
+    EXTPROC_POOL,
+    HTTP_BODY_TIMEOUT,
+    HTTP_CONNECT_TIMEOUT,
+    HTTP_FIRST_BYTE_FLOOR,
+    HTTP_FIRST_BYTE_TIMEOUT,
+    HTTP_HEADER_TIMEOUT,
+    HTTP_IDLE_TIMEOUT,
+    HTTP_KEY_FROM_USER,
+    HTTP_LISTEN,
+    HTTP_MAX_BODY,
+    HTTP_MAX_CLIENT_CONNECTIONS,
+    HTTP_MAX_CONNECTIONS,
+    HTTP_MODEL_POOL,
+    KEY_HEADER,
+)
+from dataplane.options.values import message_bytes, optional_text
 from dataplane.server import RouterConfig
 from servekit.exposure import ALLOW_UNAUTHENTICATED
 from servekit.flags import (
@@ -31,25 +51,13 @@ from servekit.flags import (
     positive_float,
     positive_int,
 )
-from servekit.options import Option, OptionSet, list_option, switch
+from servekit.options import Option, OptionSet, switch
 
 D = RouterConfig(router_id="")
-FRONT = FrontConfig()
-EXTPROC = ExtProcConfig()
+
+
 OUTLIERS = OutlierConfig()
 PROBES = ProbeConfig()
-MIN_MESSAGE_BYTES = 64 * 1024
-
-
-def message_bytes(text: str) -> int:
-    value = int(text)
-    if value < MIN_MESSAGE_BYTES:
-        raise argparse.ArgumentTypeError(f"must be >= {MIN_MESSAGE_BYTES}, got {text!r}")
-    return value
-
-
-def optional_text(text: str) -> str | None:
-    return text or None
 
 
 LISTEN = Option("listen", D.listen, str, "gRPC listen address HOST:PORT (port 0: any)")
@@ -234,120 +242,8 @@ METRICS_LISTEN = Option(
     str,
     "Prometheus /metrics HOST:PORT (port 0: any, logged); 'off' disables it",
 )
-HTTP_LISTEN: Option[str | None] = Option(
-    "http_listen",
-    None,
-    optional_text,
-    "serve the OpenAI-compatible HTTP front on HOST:PORT (port 0: any, logged); off when not given",
-)
-HTTP_MAX_BODY = Option(
-    "http_max_body",
-    FRONT.max_body_bytes,
-    int,
-    "largest request body the front accepts, bytes (larger: 413)",
-)
-HTTP_FIRST_BYTE_TIMEOUT = Option(
-    "http_first_byte_timeout",
-    FRONT.first_byte_timeout_s,
-    float,
-    "seconds an engine may take to start answering before the front retries elsewhere",
-)
-HTTP_FIRST_BYTE_FLOOR = Option(
-    "http_first_byte_floor", FRONT.first_byte_floor_s, positive_float,
-    "shortest first-byte timeout: an engine's own is 4 x its slowest of the last 32 answers, "
-    "within [this, --http-first-byte-timeout]",
-)  # fmt: skip
-HTTP_CONNECT_TIMEOUT = Option(
-    "http_connect_timeout", FRONT.connect_timeout_s, float, "seconds to connect to an engine"
-)
-LIMITS = ConnectionLimits()
-HTTP_MAX_CONNECTIONS = Option(
-    "http_max_connections", LIMITS.total, positive_int,
-    "most open HTTP connections (also capped to fit the open-file limit: (soft limit - 256) / 2)",
-)  # fmt: skip
-HTTP_MAX_CLIENT_CONNECTIONS = Option(
-    "http_max_client_connections", LIMITS.per_client, positive_int,
-    "most open HTTP connections from one client address (more are closed at accept)",
-)  # fmt: skip
-HTTP_HEADER_TIMEOUT = Option(
-    "http_header_timeout", LIMITS.header_timeout_s, positive_float,
-    "seconds a new connection has to send its first request's headers",
-)  # fmt: skip
-HTTP_IDLE_TIMEOUT = Option(
-    "http_idle_timeout", LIMITS.idle_timeout_s, positive_float,
-    "seconds a keep-alive connection may idle (or take over its next request's headers)",
-)  # fmt: skip
-HTTP_BODY_TIMEOUT = Option(
-    "http_body_timeout", LIMITS.body_timeout_s, positive_float,
-    "seconds a request body has to arrive (then 408)",
-)  # fmt: skip
-HTTP_KEY_FROM_USER = switch(
-    "http_key_from_user",
-    "route by the body's 'user' field when there is no key header or prompt_cache_key",
-)
-HTTP_MODEL_POOL = list_option(
-    "http_model_pool",
-    "requests for MODEL go to POOL without an x-cacheroute-pool header (repeatable)",
-    metavar="MODEL=POOL",
-)
-KEY_HEADER = list_option(
-    "key_header",
-    "headers that carry a routing key, first present wins, before the body's "
-    f"prompt_cache_key (repeatable; both doors; default: {' '.join(DEFAULT_KEY_HEADERS)})",
-    metavar="NAME",
-)
-EXTPROC_LISTEN: Option[str | None] = Option(
-    "extproc_listen",
-    None,
-    optional_text,
-    "serve the Envoy ext_proc Endpoint Picker (envoy.service.ext_proc.v3.ExternalProcessor) on "
-    "HOST:PORT (convention: 9002); off when not given",
-)
-EXTPROC_HEALTH_LISTEN: Option[str | None] = Option(
-    "extproc_health_listen",
-    None,
-    optional_text,
-    "serve the picker's gRPC health services (liveness, readiness, "
-    "envoy.service.ext_proc.v3.ExternalProcessor) on HOST:PORT (convention: 9003)",
-)
-EXTPROC_POOL = Option(
-    "extproc_pool",
-    EXTPROC.pool,
-    str,
-    "pool of picker requests without an x-cacheroute-pool header (one InferencePool per pool)",
-    shown_default="default",
-)
-EXTPROC_MAX_BODY = Option(
-    "extproc_max_body",
-    EXTPROC.max_body_bytes,
-    positive_int,
-    "largest request body the picker reads for a key, bytes (larger: the gateway answers 413)",
-)
-EXTPROC_FALLBACKS = Option(
-    "extproc_fallbacks",
-    EXTPROC.fallbacks,
-    non_negative_int,
-    "fallback endpoints after the decision in x-gateway-destination-endpoint",
-)
-EXTPROC_MAX_BUFFERED = Option(
-    "extproc_max_buffered",
-    EXTPROC.max_buffered_bytes,
-    positive_int,
-    "bytes every picker stream's unfinished request bodies may hold together (beyond: the "
-    "gateway answers 503)",
-)
-EXTPROC_BODY_TIMEOUT = Option(
-    "extproc_body_timeout",
-    EXTPROC.body_timeout_s,
-    positive_float,
-    "seconds a picker stream may take from its request headers to its body's end (then 408)",
-)
-EXTPROC_ALLOW_UNAUTHENTICATED = switch(
-    "extproc_allow_unauthenticated",
-    "with --auth-file or mTLS, serve picker callers that present no known token or certificate "
-    "(a gateway that cannot send one, behind a NetworkPolicy); their outcomes never count for "
-    "passive health",
-)
+
+
 OPTIONS = OptionSet(
     LISTEN, REDIS_URL, ROUTER_ID, POLICY, SEED, TABLE_INTERVAL, ACK_INTERVAL, LOAD_INTERVAL,
     REPORT_INTERVAL, TOP_KEYS, SAMPLE_RATE, SAMPLE_FLOOR, SAMPLE_INTERVAL, SAMPLE_BUFFER,

@@ -1,0 +1,272 @@
+"""The compose services' commands run through their real entry points' parsers, and their ports.
+
+No Docker engine runs in CI: each project service's command and ``CACHEROUTE_*`` variables go
+through the real entry point in a subprocess that stops where it would start serving, and the
+listening, published and scraped ports are read from what the parsers accepted.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+from urllib.parse import urlsplit
+
+import yaml
+
+from tests.support.compose import (
+    ENV_PREFIX,
+    PROMETHEUS,
+    ROOT,
+    argv,
+    environment,
+    image_name,
+    is_project,
+    project_services,
+    pyproject,
+    services,
+)
+
+# Entry points that serve /metrics on their --listen port beside their API, as vLLM does.
+METRICS_ON_LISTEN = frozenset({"simengine"})
+# Ports of the third-party images when their command does not name one.
+IMAGE_PORTS = {"redis": 6379, "prom/prometheus": 9090, "grafana/grafana": 3000}
+PARSE_TIMEOUT_S = 60.0
+
+# Runs one entry point as its command line would: ``python -c _RUN SPEC`` with SPEC naming a -m
+# module or a console script's function and the arguments. With ``dry`` the program runs for real
+# up to the moment it would start serving: argparse parses (exit 2 on a bad flag or value), the
+# entry point validates what it validates after parsing (engine specs, TLS pairs, workload names),
+# and its ``asyncio.run(...)`` (how every CacheRoute process starts) is replaced by a stop that
+# prints the options parse_args returned and what the parser accepts.
+_RUN = r"""
+import argparse, asyncio, importlib, json, runpy, sys
+
+spec = json.loads(sys.argv[1])
+parsed = []
+
+class Started(BaseException):
+    pass
+
+def plain(value):
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    return str(value)
+
+if spec["dry"]:
+    real_parse_args = argparse.ArgumentParser.parse_args
+
+    def parse_args(self, args=None, namespace=None):
+        namespace = real_parse_args(self, args, namespace)
+        parsed.append((self, namespace))
+        return namespace
+
+    def run(main, *args, **kwargs):
+        getattr(main, "close", lambda: None)()  # a coroutine that never runs
+        raise Started
+
+    argparse.ArgumentParser.parse_args = parse_args
+    asyncio.run = run
+
+sys.argv = [spec["prog"], *spec["args"]]
+try:
+    if spec["module"]:
+        runpy.run_module(spec["module"], run_name="__main__", alter_sys=True)
+    else:
+        module, _, function = spec["function"].partition(":")
+        sys.exit(getattr(importlib.import_module(module), function)())
+except Started:
+    if not parsed:
+        sys.exit("the entry point started without calling ArgumentParser.parse_args")
+    parser, namespace = parsed[0]
+    options = [a for a in parser._actions if a.option_strings]
+    print(json.dumps({
+        "values": {k: plain(v) for k, v in vars(namespace).items() if not callable(v)},
+        "dests": sorted({a.dest for a in options}),
+        "choices": {a.dest: [str(c) for c in a.choices] for a in options if a.choices},
+    }))
+    sys.exit(0)
+except SystemExit as exc:
+    if spec["dry"] and exc.code in (0, None):
+        sys.exit("the entry point exited 0 without starting")
+    raise
+if spec["dry"]:
+    sys.exit("the entry point returned without starting")
+"""
+
+
+@dataclass(frozen=True)
+class EntryPoint:
+    label: str  # "python -m agents", "cachectl load"
+    module: str | None  # the -m module, or None for a console script
+    function: str | None  # "cachectl.main:main" for a console script
+    prog: str
+    args: list[str]
+
+
+def entry_point(name: str, command: list[str]) -> EntryPoint:
+    scripts: dict[str, str] = pyproject()["project"].get("scripts", {})
+    if command[:2] == ["python", "-m"] and len(command) > 2:
+        module = command[2]
+        return EntryPoint(f"python -m {module}", module, None, module, command[3:])
+    if command and command[0] in scripts:
+        words = [command[0]] + [a for a in command[1:2] if not a.startswith("-")]
+        return EntryPoint(" ".join(words), None, scripts[command[0]], command[0], command[1:])
+    raise AssertionError(
+        f"{name}: command {shlex.join(command)!r} is neither `python -m PACKAGE` nor one of the "
+        f"project's scripts {sorted(scripts)}"
+    )
+
+
+def entry_points() -> dict[str, EntryPoint]:
+    return {name: entry_point(name, argv(name, s)) for name, s in project_services().items()}
+
+
+def child_env(extra: dict[str, str]) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIX)}
+    return {**env, **extra}
+
+
+@dataclass(frozen=True)
+class Parsed:
+    values: dict[str, Any]
+    dests: list[str]
+    choices: dict[str, list[str]]
+
+
+def run_entry_point(
+    point: EntryPoint, args: list[str], env: dict[str, str], *, dry: bool
+) -> subprocess.CompletedProcess[str]:
+    spec = {"prog": point.prog, "args": args, "module": point.module,
+            "function": point.function, "dry": dry}  # fmt: skip
+    try:
+        return subprocess.run(
+            [sys.executable, "-c", _RUN, json.dumps(spec)],
+            cwd=ROOT, env=child_env(env), capture_output=True, text=True, check=False,
+            timeout=PARSE_TIMEOUT_S,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired as exc:
+        raise AssertionError(
+            f"`{point.label}` {args} did not stop: does it still start with asyncio.run?"
+        ) from exc
+
+
+def dry_parse(point: EntryPoint, env: dict[str, str]) -> Parsed | str:
+    """The parsed options, or why the entry point rejects the command and environment."""
+    result = run_entry_point(point, point.args, env, dry=True)
+    if result.returncode != 0:
+        return (
+            f"`{point.label}` rejects {shlex.join(point.args)!r} with environment {env}: "
+            f"exit {result.returncode}\n{result.stderr[-2000:]}"
+        )
+    data = json.loads(result.stdout.strip().splitlines()[-1])
+    return Parsed(data["values"], data["dests"], data["choices"])
+
+
+@cache
+def dry_parse_all() -> dict[str, Parsed | str]:
+    """Every project service's command, through its entry point's parser (in parallel)."""
+    points = entry_points()
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        futures = {
+            name: pool.submit(dry_parse, points[name], environment(s))
+            for name, s in project_services().items()
+        }
+        return {name: future.result() for name, future in futures.items()}
+
+
+def parsed_services() -> dict[str, Parsed]:
+    outcomes = dry_parse_all()
+    rejected = sorted(name for name, outcome in outcomes.items() if isinstance(outcome, str))
+    assert not rejected, f"cannot check: {rejected} do not parse (see the parser test)"
+    return {name: outcome for name, outcome in outcomes.items() if isinstance(outcome, Parsed)}
+
+
+def split_address(value: str) -> tuple[str, int] | None:
+    """(host, port) of ``host:port`` or of a URL; None for anything else."""
+    if "://" in value:
+        parts = urlsplit(value)
+        if parts.hostname is None or parts.port is None:
+            return None
+        return parts.hostname, parts.port
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or not re.fullmatch(r"[A-Za-z0-9_.\-\[\]]*", host):
+        return None
+    return host.strip("[]"), int(port)
+
+
+def listen_ports(name: str) -> dict[str, list[tuple[str, int]]]:
+    """A project service's listening addresses by option (``*listen``) -> [(host, port)].
+
+    A value may be a list (a repeatable flag) or, from the environment, several addresses
+    separated by spaces or ``;``.
+    """
+    found: dict[str, list[tuple[str, int]]] = {}
+    for dest, value in parsed_services()[name].values.items():
+        if not dest.endswith("listen") or value is None:
+            continue
+        items = value if isinstance(value, list) else re.split(r"[\s;]+", str(value))
+        addresses = [split_address(str(item)) for item in items if item]
+        found[dest] = [a for a in addresses if a is not None]
+    return found
+
+
+def metrics_ports(name: str) -> set[int]:
+    listens = listen_ports(name)
+    dests = ["metrics_listen"]
+    if entry_points()[name].module in METRICS_ON_LISTEN:
+        dests.append("listen")
+    return {port for dest in dests for _, port in listens.get(dest, [])}
+
+
+def serving_ports(name: str) -> set[int]:
+    """Ports a service listens on inside its container."""
+    service = services()[name]
+    if is_project(service):
+        return {port for addresses in listen_ports(name).values() for _, port in addresses}
+    ports = {IMAGE_PORTS[image_name(service)]} if image_name(service) in IMAGE_PORTS else set()
+    command = argv(name, service)
+    for flag, value in itertools.pairwise(command):
+        if flag == "--port" and value.isdigit():
+            ports = {int(value)}
+    return ports | {target for _, _, target in published_ports(name, service)}
+
+
+def published_ports(name: str, service: dict[str, Any]) -> Iterator[tuple[str, int, int]]:
+    """(protocol, host port, container port) of each ``ports:`` entry."""
+    for entry in service.get("ports", []):
+        if isinstance(entry, dict):
+            yield (str(entry.get("protocol", "tcp")), int(entry["published"]),
+                   int(entry["target"]))  # fmt: skip
+            continue
+        text, _, protocol = str(entry).partition("/")
+        fields = text.rsplit(":", 2)
+        assert len(fields) >= 2, f"{name}: publish ports as HOST:CONTAINER, got {entry!r}"
+        assert fields[-1].isdigit() and fields[-2].isdigit(), f"{name}: port ranges in {entry!r}"
+        yield protocol or "tcp", int(fields[-2]), int(fields[-1])
+
+
+def scrape_targets() -> list[tuple[str, str, int]]:
+    """(job, host, port) of every static Prometheus target."""
+    config = yaml.safe_load(PROMETHEUS.read_text())
+    found: list[tuple[str, str, int]] = []
+    for job in config["scrape_configs"]:
+        assert job.get("metrics_path", "/metrics") == "/metrics", job["job_name"]
+        assert job.get("scheme", "http") == "http", job["job_name"]
+        for group in job.get("static_configs", []):
+            for target in group["targets"]:
+                address = split_address(str(target))
+                assert address is not None, f"{job['job_name']}: target {target!r} is not host:port"
+                found.append((job["job_name"], *address))
+    return found
