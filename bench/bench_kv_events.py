@@ -34,7 +34,7 @@ import zmq
 import zmq.asyncio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_core import machine
+from core_report import machine
 
 from agents.kv_subscriber import KvEventSubscriber, SubscriberConfig, run_forever
 

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_route
+import route_workload
 import scale_fixtures
 
 from dataplane.core.decision_encoding import DecisionEncoder
@@ -45,7 +45,7 @@ LOAD_NODES = 1000
 
 def load_part(rounds: int) -> dict[str, float]:
     """Median µs per ``apply_load`` of a 1,000-node snapshot, both paths, one run."""
-    keys = np.unique(np.array([hash_key(k) for k in bench_route.key_names(100_000)], np.uint64))
+    keys = np.unique(np.array([hash_key(k) for k in route_workload.key_names(100_000)], np.uint64))
     table = scale_fixtures.table_for(keys, LOAD_NODES, seed=1)
     paths = {"per-node (no columns)": False, "columns": True}
     timings: dict[str, list[float]] = {name: [] for name in paths}
@@ -96,11 +96,13 @@ def _decision_router(table: RoutingTable, destinations: int) -> Router:
 def decision_part(rounds: int) -> dict[str, float]:
     """p50 and mean µs per in-process decision at 30 and 10,000 destinations, one run."""
     hashes = np.unique(
-        np.array([hash_key(k) for k in bench_route.key_names(bench_route.TABLE_KEYS)], np.uint64)
+        np.array(
+            [hash_key(k) for k in route_workload.key_names(route_workload.TABLE_KEYS)], np.uint64
+        )
     )
     sizes = (30, 10_000)
     routers = {n: _decision_router(scale_fixtures.table_for(hashes, n, seed=n), n) for n in sizes}
-    requests = bench_route.requests_for(seed=2)[:20000]
+    requests = route_workload.requests_for(seed=2)[:20000]
     samples: dict[int, list[float]] = {n: [] for n in sizes}
     clock = time.perf_counter
     for n in sizes:  # warm: each (node, reason) outcome and the session tokens built once
@@ -164,7 +166,7 @@ def apply_bytes(base: RoutingTable, data: bytes) -> RoutingTable:
 def rollout_part(rounds: int) -> dict[str, float]:
     """Bytes per router for a 5% change of a 1M-key, 1,000-destination plan; the CPU around it."""
     rng = np.random.default_rng(7)
-    hashes = np.unique(rng.integers(1, 2**63, bench_route.TABLE_KEYS, dtype=np.uint64))
+    hashes = np.unique(rng.integers(1, 2**63, route_workload.TABLE_KEYS, dtype=np.uint64))
     base = scale_fixtures.table_for(hashes, LOAD_NODES, seed=1)
     target = scale_fixtures.changed(base, 0.05, seed=2)
     full = encode_table(target)
