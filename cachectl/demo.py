@@ -38,9 +38,10 @@ from cachectl.loadgen.progress import ProgressLine
 from cachectl.loadgen.results import Summary, summarize
 from cachectl.loadgen.runner import replay
 from cachectl.loadgen.workloads import NAMES, WorkloadError, parse_options, resolve
-from cachectl.localcluster.cluster import ClusterError, ClusterSpec, LocalCluster
+from cachectl.localcluster.cluster import LocalCluster
 from cachectl.localcluster.processes import ProcessExitedError
 from cachectl.localcluster.report import plan_dict, plan_lines, side_by_side
+from cachectl.localcluster.spec import ClusterError, ClusterSpec
 from cachectl.output import print_json
 from cacheroute_state.embedded import EmbeddedRedisError
 from sim.engine_model import LLAMA_70B, PROFILES
