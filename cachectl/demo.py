@@ -31,16 +31,14 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from cachectl.demo_phases import run_demo, say
 from cachectl.errors import CliError
-from cachectl.loadgen.affinity import Affinity, affinity_of, affinity_text
-from cachectl.loadgen.openai_client import OpenAILoadClient
-from cachectl.loadgen.progress import ProgressLine
-from cachectl.loadgen.results import Summary, summarize
-from cachectl.loadgen.runner import replay
+from cachectl.loadgen.results import Summary
 from cachectl.loadgen.workloads import NAMES, WorkloadError, parse_options, resolve
-from cachectl.localcluster.cluster import ClusterError, ClusterSpec, LocalCluster
+from cachectl.localcluster.cluster import LocalCluster
 from cachectl.localcluster.processes import ProcessExitedError
-from cachectl.localcluster.report import plan_dict, plan_lines, side_by_side
+from cachectl.localcluster.report import side_by_side
+from cachectl.localcluster.spec import ClusterError, ClusterSpec
 from cachectl.output import print_json
 from cacheroute_state.embedded import EmbeddedRedisError
 from sim.engine_model import LLAMA_70B, PROFILES
@@ -50,7 +48,6 @@ DEFAULT_DURATION_S = 70.0  # measured seconds over both phases: the demo takes â
 DEFAULT_WARMUP_S = 10.0
 DEFAULT_QPS = 16.0
 DEFAULT_WORKLOAD = "tenants"
-DRAIN_TIMEOUT_S = 30.0
 WHY = (
     "workload 'tenants': 128 businesses (the paper's popularity), each with a 6,144-token\n"
     "context in front of a short question, more prefix sharing than the paper's assistant.\n"
@@ -104,7 +101,7 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
 async def _interruptible(
     args: argparse.Namespace, cluster: LocalCluster, requests: list[SimRequest]
 ) -> dict[str, Any]:
-    """``_run``, stopping the cluster's processes first when SIGINT or SIGTERM arrives.
+    """``run_demo``, stopping the cluster's processes first when SIGINT or SIGTERM arrives.
 
     Killing the processes before unwinding makes every pending gRPC or HTTP call fail at once,
     so no task can hold up the shutdown waiting on a component that is already gone.
@@ -123,7 +120,7 @@ async def _interruptible(
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, on_signal, sig)
     try:
-        return await _run(args, cluster, requests)
+        return await run_demo(args, cluster, requests)
     except asyncio.CancelledError:
         if received:
             raise _TerminatedError() from None
@@ -146,92 +143,6 @@ def _check(args: argparse.Namespace) -> list[SimRequest]:
         raise CliError(str(exc)) from None
 
 
-def _counts(counts: dict[str, int]) -> str:
-    return ", ".join(f"{name} {n}" for name, n in sorted(counts.items(), key=lambda kv: -kv[1]))
-
-
-def _say(args: argparse.Namespace, text: str = "") -> None:
-    if not args.json:
-        print(text, flush=True)
-
-
-async def _phase(
-    args: argparse.Namespace,
-    cluster: LocalCluster,
-    requests: list[SimRequest],
-    label: str,
-) -> tuple[Summary, Affinity]:
-    progress = None
-    if not args.no_progress and ProgressLine.enabled():
-        progress = ProgressLine(label, args.warmup + args.duration / 2, args.warmup)
-    async with OpenAILoadClient(cluster.router_http_urls, pool=cluster.spec.pool) as client:
-        outcomes = await replay(
-            client,
-            requests,
-            warmup_s=args.warmup,
-            drain_timeout_s=DRAIN_TIMEOUT_S,
-            progress=progress,
-        )
-    cluster.check_alive()
-    summary = summarize(outcomes, cluster.spec.node_ids())
-    if summary.completed == 0:
-        raise ClusterError(f"{label}: no request completed; logs in {cluster.log_dir}")
-    return summary, affinity_of(outcomes, requests, cluster.spec.node_ids())
-
-
-async def _run(
-    args: argparse.Namespace, cluster: LocalCluster, requests: list[SimRequest]
-) -> dict[str, Any]:
-    timings: dict[str, float] = {}
-    started = time.monotonic()
-    cluster.start()
-    ready_s = await cluster.wait_ready()
-    timings["startup_s"] = time.monotonic() - started
-    _say(args, f"cluster ready in {ready_s:.1f} s: routers {', '.join(cluster.router_addresses)} "
-               f"(HTTP fronts {', '.join(cluster.router_http_urls)}), "
-               f"control plane {cluster.controlplane_address}")  # fmt: skip
-    _say(args)
-    _say(args, "phase 1/2: Flat-LB. No plan is active: routers use power-of-two choices.")
-    t = time.monotonic()
-    flat, flat_affinity = await _phase(args, cluster, requests, "flat-lb")
-    timings["phase1_s"] = time.monotonic() - t
-    _say(args, f"  hit {flat.hit_rate:.1%}, TTFT p50 {flat.ttft_p50_s:.3f} s, "
-               f"p99 {flat.ttft_p99_s:.3f} s; decisions {_counts(flat.reasons)}")  # fmt: skip
-    _say(args, affinity_text(flat_affinity))
-    _say(args)
-    _say(args, "building a plan from the rates the routers reported, rolling it out ...")
-    t = time.monotonic()
-    built = await cluster.build_plan(note=f"cachectl demo, {args.qps:g} req/s {args.workload}")
-    # Past the shadow gate only: the demo measures the plan against Flat-LB itself (phase 2).
-    pointer = await cluster.rollout(
-        built.metadata.version,
-        skip_gates=("shadow",),
-        reason="local demo: phase 2 measures the plan against Flat-LB itself",
-    )
-    acks = await cluster.wait_acks(pointer.generation)
-    plan = plan_dict(built, pointer.generation, sorted(a.router_id for a in acks))
-    await cluster.reset_caches()
-    timings["plan_s"] = time.monotonic() - t
-    for line in plan_lines(plan):
-        _say(args, line)
-    _say(args, "  engine prefix caches emptied")
-    _say(args)
-    _say(args, "phase 2/2: CacheRoute. The same requests at the same offered load.")
-    t = time.monotonic()
-    planned, planned_affinity = await _phase(args, cluster, requests, "cacheroute")
-    timings["phase2_s"] = time.monotonic() - t
-    _say(args, f"  hit {planned.hit_rate:.1%}, TTFT p50 {planned.ttft_p50_s:.3f} s, "
-               f"p99 {planned.ttft_p99_s:.3f} s; decisions {_counts(planned.reasons)}")  # fmt: skip
-    _say(args, affinity_text(planned_affinity))
-    return {
-        "flat": flat,
-        "cacheroute": planned,
-        "plan": plan,
-        "timings": timings,
-        "affinity": {"flat": flat_affinity.to_dict(), "cacheroute": planned_affinity.to_dict()},
-    }
-
-
 def _demo(args: argparse.Namespace) -> int:
     requests = _check(args)
     log_dir = args.keep_logs or Path(tempfile.mkdtemp(prefix="cacheroute-demo-"))
@@ -239,14 +150,14 @@ def _demo(args: argparse.Namespace) -> int:
         engines=args.engines, routers=args.routers, profile=args.profile, speedup=args.speedup,
         kv_events=args.kv_events,
     )  # fmt: skip
-    _say(args, f"CacheRoute local demo: {args.engines} simulated engines ({args.profile}, "
-               f"speed-up {args.speedup:g}), {args.routers} routers, control plane, agents, "
-               "embedded Redis")  # fmt: skip
-    _say(args, f"{args.qps:g} req/s offered, {args.warmup:g} s warm-up + "
-               f"{args.duration / 2:g} s measured per phase; logs in {log_dir}")  # fmt: skip
+    say(args, f"CacheRoute local demo: {args.engines} simulated engines ({args.profile}, "
+              f"speed-up {args.speedup:g}), {args.routers} routers, control plane, agents, "
+              "embedded Redis")  # fmt: skip
+    say(args, f"{args.qps:g} req/s offered, {args.warmup:g} s warm-up + "
+              f"{args.duration / 2:g} s measured per phase; logs in {log_dir}")  # fmt: skip
     if args.workload == DEFAULT_WORKLOAD:
-        _say(args, WHY)
-    _say(args)
+        say(args, WHY)
+    say(args)
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
     cluster = LocalCluster(spec, log_dir)
     started = time.monotonic()

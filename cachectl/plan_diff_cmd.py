@@ -14,8 +14,9 @@ from typing import Any
 from cachectl.admin_client import connect, to_json
 from cachectl.errors import CliError
 from cachectl.output import print_json, print_table
-from cachectl.plan_online import replan_line, subcommand
+from cachectl.plan_online import subcommand
 from cachectl.plan_refs import plan_file, read_table
+from cachectl.plan_text import replan_line
 from cacheroute.v1 import admin_pb2, table_pb2
 from controlplane.core.plan_diff import diff_plans
 from dataplane.core.names import VERSION_PATTERN

@@ -16,7 +16,8 @@ from cachectl.admin_client import AdminError, connect, to_json
 from cachectl.admin_client import actor as actor_of
 from cachectl.errors import REFUSED_BY_GATE, CliError
 from cachectl.output import print_json
-from cachectl.plan_online import destinations_line, pointer_line, subcommand
+from cachectl.plan_online import subcommand
+from cachectl.plan_text import destinations_line, pointer_line
 from cacheroute.v1 import admin_pb2, cluster_pb2
 
 

@@ -20,7 +20,8 @@ from cachectl.admin_client import actor as actor_of
 from cachectl.admin_client import connect
 from cachectl.errors import REFUSED_BY_GATE, CliError
 from cachectl.output import print_json
-from cachectl.plan_online import subcommand, verdict_text
+from cachectl.plan_online import subcommand
+from cachectl.plan_text import verdict_text
 from cachectl.sim_gate_cmd import print_shadow
 from cacheroute.v1 import admin_pb2, table_pb2
 

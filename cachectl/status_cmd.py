@@ -13,7 +13,7 @@ from cachectl.nodes_cmd import HEADERS as NODE_HEADERS
 from cachectl.nodes_cmd import node_rows
 from cachectl.output import print_json, print_table
 from cachectl.plan_auto_cmd import mode_line
-from cachectl.plan_online import destinations_line, pointer_line, verdict_text
+from cachectl.plan_text import destinations_line, pointer_line, verdict_text
 from cachectl.residency_view import print_residency
 from cacheroute.v1 import admin_pb2, cluster_pb2
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -27,12 +26,19 @@ import aiohttp
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from cachectl.localcluster.processes import ManagedProcess, logged_values, python_module, stop_all
-from cacheroute.v1 import admin_pb2, admin_pb2_grpc, cluster_pb2, routing_pb2, routing_pb2_grpc
+from cachectl.localcluster.admin import ClusterAdmin
+from cachectl.localcluster.commands import (
+    HOST,
+    agents_command,
+    controlplane_command,
+    engines_command,
+    router_command,
+)
+from cachectl.localcluster.processes import ManagedProcess, logged_values, stop_all
+from cachectl.localcluster.spec import ClusterError, ClusterSpec
+from cacheroute.v1 import routing_pb2, routing_pb2_grpc
 from cacheroute_state.embedded import EmbeddedRedis, EmbeddedRedisError
-from sim.engine_model import LLAMA_70B
 
-HOST = "127.0.0.1"
 AGENT_GRACE_S = 3.0
 STOP_GRACE_S = 6.0
 PROBE_KEY = "localcluster-readiness-probe"
@@ -41,52 +47,6 @@ CONTROLPLANE_SERVING = "control plane serving"  # field "listen"
 ROUTER_SERVING = "router serving"  # field "address"
 ENGINE_SERVING = "engine serving"  # field "url", one per engine in --listen order
 KV_EVENTS = "kv events publishing"  # fields "endpoint", "replay_endpoint", in the same order
-
-
-class ClusterError(RuntimeError):
-    """The cluster did not start or did not do what was asked; the message says what."""
-
-
-@dataclass(frozen=True)
-class ClusterSpec:
-    """What to run. ``engine_groups`` splits engines over processes (None: one process)."""
-
-    engines: int = 8
-    routers: int = 2
-    engine_groups: tuple[tuple[int, ...], ...] | None = None
-    profile: str = LLAMA_70B.name
-    speedup: float = 1.0
-    kv_blocks: int | None = None
-    stream_interval_s: float = 0.25
-    agent_interval_s: float = 0.25
-    # Lenient on purpose: on a shared 2-core machine a CPU-starved engine process can stall for
-    # a second, and with every engine in one process a 1 s scrape timeout would mark all of them
-    # stale at once (routers then answer UNAVAILABLE). A dead engine is still seen at once: its
-    # agent's next scrape is refused and reports stale. A silent agent: down after 20 intervals.
-    scrape_timeout_s: float = 2.5
-    node_timeout_intervals: float = 20.0
-    router_report_interval_s: float = 1.0
-    router_table_interval_s: float = 1.0
-    router_policy: str = "cacheroute"
-    pool: str = "default"
-    log_level: str = "info"
-    # Extra command-line options of the control plane and of each router (e.g. automatic mode's
-    # --auto-interval and --guard-*, the routers' trace sampling).
-    controlplane_args: tuple[str, ...] = ()
-    router_args: tuple[str, ...] = ()
-    # Engines publish vLLM's KV-cache events and the agents subscribe (issue 31): `cachectl
-    # status` then shows each engine's residency. Off by default: it costs CPU per step.
-    kv_events: bool = False
-
-    def node_ids(self) -> list[str]:
-        return [f"sim-{i}" for i in range(self.engines)]
-
-    def groups(self) -> tuple[tuple[int, ...], ...]:
-        groups = self.engine_groups or (tuple(range(self.engines)),)
-        flat = sorted(i for g in groups for i in g)
-        if flat != list(range(self.engines)):
-            raise ValueError(f"engine_groups {groups} must cover engines 0..{self.engines - 1}")
-        return groups
 
 
 def _start_redis(attempts: int = 3) -> EmbeddedRedis:
@@ -100,7 +60,7 @@ def _start_redis(attempts: int = 3) -> EmbeddedRedis:
     raise AssertionError("unreachable")
 
 
-class LocalCluster:
+class LocalCluster(ClusterAdmin):
     """Start, watch, drive and stop the local cluster (module docstring)."""
 
     def __init__(self, spec: ClusterSpec, log_dir: Path) -> None:
@@ -142,61 +102,19 @@ class LocalCluster:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.redis = _start_redis()
         redis_url = self.redis.url
-        log = ["--log-format", "json", "--log-level", spec.log_level]
         self.controlplane = ManagedProcess(
-            "controlplane",
-            python_module(
-                "controlplane",
-                "--listen", f"{HOST}:0",
-                "--redis-url", redis_url,
-                "--metrics-listen", "",
-                "--load-publish-interval", str(spec.agent_interval_s),
-                "--node-timeout-intervals", str(spec.node_timeout_intervals),
-                "--shutdown-grace", "1",
-                *spec.controlplane_args,
-                *log,
-            ),
-            self.log_dir,
-        ).start()  # fmt: skip
+            "controlplane", controlplane_command(spec, redis_url), self.log_dir
+        ).start()
         for n, group in enumerate(spec.groups()):
-            listen = [a for _ in group for a in ("--listen", f"{HOST}:0")]
-            extra = ["--kv-blocks", str(spec.kv_blocks)] if spec.kv_blocks else []
-            extra += ["--kv-events-port", "0"] if spec.kv_events else []
             proc = ManagedProcess(
-                f"engines-{n}",
-                python_module(
-                    "simengine",
-                    *listen,
-                    "--profile", spec.profile,
-                    "--speedup", str(spec.speedup),
-                    "--stream-interval", str(spec.stream_interval_s),
-                    *extra,
-                    *log,
-                ),
-                self.log_dir,
-            ).start()  # fmt: skip
+                f"engines-{n}", engines_command(spec, group), self.log_dir
+            ).start()
             self.engine_processes.append((proc, group))
         for r in range(spec.routers):
             router_id = f"router-{r}"
             proc = ManagedProcess(
-                router_id,
-                python_module(
-                    "dataplane",
-                    "--listen", f"{HOST}:0",
-                    "--redis-url", redis_url,
-                    "--router-id", router_id,
-                    "--policy", spec.router_policy,
-                    "--seed", str(r + 1),
-                    "--report-interval", str(spec.router_report_interval_s),
-                    "--table-interval", str(spec.router_table_interval_s),
-                    "--metrics-listen", f"{HOST}:0",
-                    "--http-listen", f"{HOST}:0",
-                    "--grace", "1",
-                    *spec.router_args,
-                    *log,
-                ),
-                self.log_dir,
-            ).start()  # fmt: skip
+                router_id, router_command(spec, r, router_id, redis_url), self.log_dir
+            ).start()
             self.routers.append(proc)
             self.router_ids.append(router_id)
 
@@ -241,28 +159,10 @@ class LocalCluster:
             await asyncio.sleep(0.05)
 
     def _start_agents(self) -> None:
-        spec = self.spec
-        engines = [
-            a
-            for node in spec.node_ids()
-            for a in (
-                "--engine",
-                f"{node}=http://{self.engine_addresses[node]}{self.kv_endpoints.get(node, '')}",
-            )
-        ]
-        self.agents = ManagedProcess(
-            "agents",
-            python_module(
-                "agents",
-                "--controlplane", self.controlplane_address,
-                "--pool", spec.pool,
-                "--interval", str(spec.agent_interval_s),
-                "--scrape-timeout", str(spec.scrape_timeout_s),
-                *engines,
-                "--log-format", "json", "--log-level", spec.log_level,
-            ),
-            self.log_dir,
-        ).start()  # fmt: skip
+        command = agents_command(
+            self.spec, self.controlplane_address, self.engine_addresses, self.kv_endpoints
+        )
+        self.agents = ManagedProcess("agents", command, self.log_dir).start()
 
     def check_alive(self) -> None:
         """Raise if any component has exited (names it and shows the end of its log)."""
@@ -327,97 +227,6 @@ class LocalCluster:
                 request = routing_pb2.RouteRequest(pool=self.spec.pool, key=PROBE_KEY)
                 await stub.Route(request, timeout=1.0)
         return True
-
-    # -- the admin API ------------------------------------------------------------------------
-
-    async def _admin(self, service: str, method: str, request: Any, timeout: float = 10.0) -> Any:
-        """One admin RPC; a refusal becomes :class:`ClusterError` with the server's message."""
-        async with grpc.aio.insecure_channel(self.controlplane_address) as channel:
-            stub: Any = (
-                admin_pb2_grpc.PlanServiceStub(channel)
-                if service == "plans"
-                else admin_pb2_grpc.NodeServiceStub(channel)
-            )
-            try:
-                return await getattr(stub, method)(request, timeout=timeout)
-            except grpc.aio.AioRpcError as exc:
-                raise ClusterError(f"{method}: {exc.code().name}: {exc.details()}") from None
-
-    async def nodes(self) -> list[admin_pb2.NodeStatus]:
-        answer = await self._admin(
-            "nodes", "ListNodes", admin_pb2.ListNodesRequest(pool=self.spec.pool)
-        )
-        return list(answer.nodes)
-
-    async def status(self) -> admin_pb2.PoolStatus | None:
-        answer = await self._admin(
-            "plans", "GetStatus", admin_pb2.GetStatusRequest(pool=self.spec.pool)
-        )
-        for pool in answer.pools:
-            if pool.pool == self.spec.pool:
-                return pool  # type: ignore[no-any-return]
-        return None
-
-    async def build_plan(self, note: str, actor: str = "cachectl-demo") -> admin_pb2.PlanSummary:
-        """Build a plan from the routers' reported rates (``cachectl plan build``, live)."""
-        request = admin_pb2.BuildPlanRequest(pool=self.spec.pool, actor=actor, note=note)
-        return await self._admin("plans", "BuildPlan", request)  # type: ignore[no-any-return]
-
-    async def rollout(
-        self,
-        version: str,
-        actor: str = "cachectl-demo",
-        *,
-        skip_gates: tuple[str, ...] = (),
-        reason: str = "local demo",
-    ) -> cluster_pb2.ActivePointer:
-        """``plan rollout``; ``skip_gates`` go past those gates by name (audited with reason)."""
-        request = admin_pb2.RolloutRequest(
-            pool=self.spec.pool, version=version, actor=actor, reason=reason, skip_gates=skip_gates
-        )
-        return await self._admin("plans", "Rollout", request)  # type: ignore[no-any-return]
-
-    async def wait_acks(
-        self, generation: int, timeout_s: float = 15.0
-    ) -> list[cluster_pb2.RouterAck]:
-        """Wait until every router ACKed ``generation``; raises ClusterError on NACK or timeout."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            pool = await self.status()
-            acks = {a.router_id: a for a in (pool.routers if pool is not None else [])}
-            mine = [acks[r] for r in self.router_ids if r in acks]
-            for ack in mine:
-                if ack.generation == generation and not ack.accepted:
-                    raise ClusterError(
-                        f"{ack.router_id} rejected generation {generation}: {ack.reason}"
-                    )
-            done = [a for a in mine if a.accepted and a.serving_generation >= generation]
-            if len(done) == len(self.router_ids):
-                return done
-            if time.monotonic() > deadline:
-                missing = sorted(set(self.router_ids) - {a.router_id for a in done})
-                raise ClusterError(
-                    f"routers {', '.join(missing)} did not ACK generation {generation}"
-                )
-            await asyncio.sleep(0.1)
-
-    async def reset_caches(self, timeout_s: float = 30.0) -> None:
-        """Empty every engine's prefix cache (each engine waits until it is idle)."""
-        deadline = time.monotonic() + timeout_s
-        async with aiohttp.ClientSession() as session:
-            pending = dict(self.engine_addresses)
-            while pending:
-                for node, address in list(pending.items()):
-                    try:
-                        async with session.post(f"http://{address}/reset_prefix_cache") as reply:
-                            if reply.status == 200:
-                                del pending[node]
-                    except (aiohttp.ClientError, OSError) as exc:
-                        raise ClusterError(f"engine {node} at {address}: {exc}") from exc
-                if pending:
-                    if time.monotonic() > deadline:
-                        raise ClusterError(f"engines {', '.join(sorted(pending))} stayed busy")
-                    await asyncio.sleep(0.2)
 
     def engine_process_of(self, node_id: str) -> ManagedProcess:
         index = self.spec.node_ids().index(node_id)

@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from cachectl.localcluster.cluster import ClusterSpec, LocalCluster
+from cachectl.localcluster.cluster import LocalCluster
 from cachectl.localcluster.processes import ManagedProcess, ProcessExitedError, stop_all
+from cachectl.localcluster.spec import ClusterSpec
 from cachectl.main import main
 from tests.support.timing import LagMeter
 

@@ -16,7 +16,8 @@ import pytest
 from cachectl.loadgen.client import LoadClient
 from cachectl.loadgen.runner import replay
 from cachectl.loadgen.workloads import resolve
-from cachectl.localcluster.cluster import ClusterSpec, LocalCluster
+from cachectl.localcluster.cluster import LocalCluster
+from cachectl.localcluster.spec import ClusterSpec
 from cacheroute.v1 import admin_pb2, cluster_pb2, table_pb2
 from cacheroute_state import open_stores
 from controlplane.lifecycle.live_guard import AUTO_ACTOR, GUARD_ACTOR

@@ -31,7 +31,8 @@ from cachectl.loadgen.client import LoadClient
 from cachectl.loadgen.results import summarize
 from cachectl.loadgen.runner import replay
 from cachectl.loadgen.workloads import resolve
-from cachectl.localcluster.cluster import ClusterSpec, LocalCluster
+from cachectl.localcluster.cluster import LocalCluster
+from cachectl.localcluster.spec import ClusterSpec
 from cacheroute.v1 import routing_pb2, routing_pb2_grpc
 from sim.engine_model import LLAMA_8B
 from tests.support.polling import eventually
