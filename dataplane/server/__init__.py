@@ -1,5 +1,5 @@
 """One router process: its options (:mod:`.config`), the wiring, start and stop (:mod:`.process`),
-and the hint subscription (:mod:`.hints`)."""
+the hint subscription (:mod:`.hints`) and the first sync with the store (:mod:`.first_sync`)."""
 
 from dataplane.server.config import RouterConfig, default_router_id
 from dataplane.server.process import SERVICE_NAME, RouterServer

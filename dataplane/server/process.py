@@ -5,7 +5,8 @@ bounded by ``startup_timeout_s``, then serve, so a router started after a rollou
 active table from its first request. If Redis is away the router listens but its gRPC health says
 NOT_SERVING (a load balancer keeps it out), Route answers UNAVAILABLE naming the store it waits
 for, a warning says so every ``WAITING_LOG_S``, and the loops keep trying; after the first full
-sync it is SERVING and stays so through later store outages (it routes on what it holds).
+sync it is SERVING and stays so through later store outages (it routes on what it holds): see
+:mod:`dataplane.server.first_sync`.
 
 Loops (all on the server's event loop; none of them is on a decision's path):
 
@@ -39,8 +40,6 @@ import structlog
 
 from cacheroute.v1 import routing_pb2
 from cacheroute_state import Stores, open_stores
-from cacheroute_state.interfaces import StoreUnavailableError
-from cacheroute_state.urls import redacted
 from dataplane.core.router import Router
 from dataplane.extproc.context import PickerContext
 from dataplane.extproc.service import ExtProcServer
@@ -53,6 +52,7 @@ from dataplane.requests.holds import Holds, InFlightCollector
 from dataplane.requests.planning_gate import PlanningGate
 from dataplane.rpc.servicer import RouterServicer, add_to_server
 from dataplane.server.config import RouterConfig
+from dataplane.server.first_sync import FirstSync
 from dataplane.server.hints import hint_loop
 from dataplane.sync.load_watcher import LoadWatcher
 from dataplane.sync.table_watcher import TableWatcher
@@ -68,8 +68,6 @@ from servekit.metrics_endpoint import MetricsEndpoint
 
 log = structlog.get_logger("dataplane.server")
 SERVICE_NAME = routing_pb2.DESCRIPTOR.services_by_name["RouterService"].full_name
-WAITING_LOG_S = 5.0
-SYNC_POLL_S = 0.1
 # Route callers' connections are renewed hourly (a GOAWAY, 5 min for calls in flight).
 ROUTER_CONNECTIONS = ConnectionHygiene(max_age_s=3600.0)
 
@@ -198,6 +196,9 @@ class RouterServer:
             interval_s=config.sample_interval_s,
             on_dropped=lambda n: self.metrics.dropped("samples", n),
         )
+        self.first_sync = FirstSync(
+            self.router, self.tables, self.loads, config.redis_url, config.startup_timeout_s
+        )
         self.metrics_endpoint: MetricsEndpoint | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self.hints_connected = asyncio.Event()
@@ -212,11 +213,7 @@ class RouterServer:
     @property
     def synced(self) -> bool:
         """Whether a full sync of tables and loads with the store has succeeded once."""
-        return self.tables.synced and self.loads.synced
-
-    def _not_synced_text(self) -> str:
-        cause = self.tables.last_error or "no answer yet"
-        return f"not synced with Redis at {redacted(self.config.redis_url)} ({cause})"
+        return self.first_sync.synced
 
     async def start(self) -> None:
         await self.initial_sync()
@@ -225,7 +222,7 @@ class RouterServer:
             self.metrics_endpoint = MetricsEndpoint(self.metrics.registry, host, port)
         synced = self.synced
         if not synced:
-            self.router.not_synced = self._not_synced_text()
+            self.router.not_synced = self.first_sync.not_synced_text()
         await self.grpc.start(serving=synced)
         if self.http is not None:
             await self.http.start()
@@ -258,44 +255,16 @@ class RouterServer:
         )
 
     async def _serve_once_synced(self) -> None:
-        """Until the first full sync: NOT_SERVING, a warning every WAITING_LOG_S; then SERVING."""
-        waited_since = last_log = asyncio.get_running_loop().time()
-        while not self.synced:
-            await asyncio.sleep(SYNC_POLL_S)
-            if not self.loads.synced and self.tables.synced:
-                self.loads.request()
-            now = asyncio.get_running_loop().time()
-            self.router.not_synced = self._not_synced_text()
-            if now - last_log >= WAITING_LOG_S:
-                last_log = now
-                log.warning(
-                    "not serving: waiting for the first sync with the store",
-                    redis_url=redacted(self.config.redis_url),
-                    error=self.tables.last_error or None,
-                    waited_s=round(now - waited_since, 1),
-                )
-        self.router.not_synced = ""
+        await self.first_sync.wait(self._set_serving)
+
+    async def _set_serving(self) -> None:
         await self.grpc.set_serving(True)
         if self.extproc is not None:
             await self.extproc.set_serving(True)
-        log.info("first sync with the store done; health SERVING", pools=sorted(self.router.pools))
-        await asyncio.Event().wait()  # done; parked until stop() cancels it
 
     async def initial_sync(self) -> None:
         """Pools, tables and loads once, before serving; bounded so a dead Redis cannot block."""
-        try:
-            async with asyncio.timeout(self.config.startup_timeout_s):
-                await self.tables.sync(None)
-                await self.loads.sync()
-                await self.tables.send_acks()
-        except (TimeoutError, StoreUnavailableError) as exc:
-            if isinstance(exc, StoreUnavailableError):
-                self.tables.last_error = str(exc)
-            log.warning(
-                "starting without a full sync: health NOT_SERVING until one succeeds",
-                redis_url=redacted(self.config.redis_url),
-                error=self.tables.last_error or repr(exc),
-            )
+        await self.first_sync.initial()
 
     async def stop(self) -> None:
         if self.http is not None:
