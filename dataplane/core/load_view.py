@@ -12,6 +12,8 @@ the health signal itself (a control-plane failover, agents reconnecting) must de
 not black it out. ``reported_healthy`` keeps what the snapshot said. Off (0) unless set: the
 live router sets :data:`DEFAULT_PANIC_THRESHOLD`.
 
+Membership and the table's binding to it: :mod:`dataplane.core.node_set` (re-exported here).
+
 Ejection (passive health, :mod:`dataplane.core.outliers`): nodes this router saw failing
 (:meth:`LoadView.set_ejected`) are removed from the set the panic rule chose (the healthy
 undrained nodes, or all undrained ones in panic), unless that would leave none eligible: then
@@ -38,8 +40,20 @@ import numpy as np
 import numpy.typing as npt
 
 from dataplane.core.eligibility import eligibility
-from dataplane.core.load_columns import membership_digest
+from dataplane.core.node_set import BoundTable, NodeSet, bind_table
 from dataplane.core.table import RoutingTable
+
+__all__ = [
+    "DEFAULT_PANIC_THRESHOLD",
+    "MEMO_LIMIT",
+    "BoundTable",
+    "LoadView",
+    "MemoBoundTable",
+    "NoEligibleNodeError",
+    "NodeSet",
+    "bind_table",
+    "bind_with_memo",
+]
 
 F64Array = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
@@ -49,70 +63,6 @@ DEFAULT_PANIC_THRESHOLD = 0.5
 
 class NoEligibleNodeError(RuntimeError):
     """No node is healthy and undrained, so nothing can be routed."""
-
-
-class NodeSet:
-    """Immutable membership: ids and addresses in a fixed index order.
-
-    Policies and load views index nodes by position here; a membership change makes a new
-    NodeSet (and policies that cache per-node structures notice by identity).
-    """
-
-    __slots__ = ("_digest", "addresses", "ids", "index")
-
-    def __init__(self, ids: Sequence[str], addresses: Sequence[str] | None = None) -> None:
-        if len(set(ids)) != len(ids):
-            raise ValueError("node ids are not unique")
-        if addresses is not None and len(addresses) != len(ids):
-            raise ValueError(f"{len(addresses)} addresses for {len(ids)} nodes")
-        self.ids: tuple[str, ...] = tuple(ids)
-        self.addresses: tuple[str, ...] = tuple(addresses) if addresses else self.ids
-        self.index: dict[str, int] = {node: i for i, node in enumerate(self.ids)}
-        self._digest = b""
-
-    @property
-    def digest(self) -> bytes:
-        """:func:`~dataplane.core.load_columns.membership_digest` of this set (computed once)."""
-        if not self._digest:
-            self._digest = membership_digest(self.ids, self.addresses)
-        return self._digest
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def __repr__(self) -> str:
-        return f"NodeSet({list(self.ids)!r})"
-
-
-@dataclass(frozen=True, eq=False)
-class BoundTable:
-    """A routing table with its destinations translated into a NodeSet's index space.
-
-    ``to_node[m]`` is the NodeSet index of table destination ``m``, or -1 when that destination is
-    not a member any more (it is then treated like an unhealthy member).
-    """
-
-    table: RoutingTable
-    nodes: NodeSet
-    to_node: tuple[int, ...]
-
-    def destinations(self, key_hash: int) -> list[int] | None:
-        """NodeSet indices of a warm key's destination set (-1 for departed members)."""
-        members = self.members(key_hash)
-        return None if members is None else list(members)
-
-    def members(self, key_hash: int) -> tuple[int, ...] | None:
-        """:meth:`destinations` as a tuple the caller must not keep (the hot path's form)."""
-        members = self.table.destinations(key_hash)
-        if members is None:
-            return None
-        to_node = self.to_node
-        return tuple([to_node[m] for m in members])
-
-
-def bind_table(table: RoutingTable, nodes: NodeSet) -> BoundTable:
-    index = nodes.index
-    return BoundTable(table, nodes, tuple(index.get(node, -1) for node in table.node_ids))
 
 
 MEMO_LIMIT = 65_536
@@ -145,7 +95,7 @@ _MISSING: tuple[int, ...] = (-2,)
 
 
 def bind_with_memo(table: RoutingTable | None, nodes: NodeSet) -> MemoBoundTable | None:
-    """``table`` bound to ``nodes`` (see :func:`~dataplane.core.load_view.bind_table`), memoized."""
+    """``table`` bound to ``nodes`` (see :func:`~dataplane.core.node_set.bind_table`), memoized."""
     if table is None:
         return None
     bound = bind_table(table, nodes)

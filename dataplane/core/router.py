@@ -1,17 +1,12 @@
-"""The router's domain object: per-pool routing state and the decision itself (no gRPC, no Redis).
+"""The router's decision: find the pool, ask its policy, answer (no gRPC, no Redis).
 
-Per pool the router holds one :class:`PoolState`: the policy instance, the current
-:class:`~dataplane.core.load_view.LoadView` (membership, loads with in-flight correction, the bound
-table), and the applied table's version and generation. Watchers build new tables and views off to
-the side and install them with one reference assignment each; :meth:`Router.route` only reads what
-is there, so no decision ever waits on I/O. Everything runs on the server's event loop thread, so a
-decision sees either the old or the new table, never a mix.
-
-Errors::
-
-    RouteError
-    ├── UnknownPoolError     the pool is not known to this router         → NOT_FOUND
-    └── NoDestinationError   known pool, but no eligible destination      → UNAVAILABLE
+Per pool the router holds one :class:`~dataplane.core.pool_state.PoolState`: the policy instance,
+the current :class:`~dataplane.core.load_view.LoadView` (membership, loads with in-flight
+correction, the bound table), and the applied table's version and generation. Watchers build new
+tables and views off to the side and install them with one reference assignment each;
+:meth:`Router.route` only reads what is there, so no decision ever waits on I/O. Everything runs on
+the server's event loop thread, so a decision sees either the old or the new table, never a mix.
+What a decision answers, and its errors, are in :mod:`dataplane.core.outcome` (re-exported here).
 """
 
 from __future__ import annotations
@@ -19,7 +14,7 @@ from __future__ import annotations
 import time
 import zlib
 from collections.abc import Callable, Sequence
-from typing import NamedTuple, Protocol
+from typing import Protocol
 
 from cacheroute.v1 import cluster_pb2
 from dataplane.core.active_probes import ActiveProbes, ProbeConfig
@@ -27,43 +22,26 @@ from dataplane.core.heavy_hitters import TrafficCounter
 from dataplane.core.load_snapshot import read_snapshot
 from dataplane.core.load_view import DEFAULT_PANIC_THRESHOLD, LoadView, NodeSet, bind_with_memo
 from dataplane.core.names import DEFAULT_POOL, POOL_PATTERN
+from dataplane.core.outcome import NoDestinationError, RouteError, RouteOutcome, UnknownPoolError
 from dataplane.core.outliers import OutlierConfig, OutlierDetector, apply_ejections
-from dataplane.core.policies import Policy, Reason, Request, make_policy
+from dataplane.core.policies import Reason, Request, make_policy
+from dataplane.core.pool_state import NO_METRICS, DecisionMetrics, PoolState, pool_tokens
 from dataplane.core.route_input import RouteInput
-from dataplane.core.session_token import Ignored, SessionTokens
+from dataplane.core.session_token import Ignored
 from dataplane.core.table import RoutingTable
 
-
-class RouteError(Exception):
-    """A request the router cannot answer right now (the pool, not the request, is the cause)."""
-
-
-class UnknownPoolError(RouteError, LookupError):
-    """The pool is not in the store's pool set (nor "default")."""
-
-
-class NoDestinationError(RouteError):
-    """The pool has no healthy, undrained destination (or none at all yet)."""
-
-
-class RouteOutcome(NamedTuple):
-    """A decision as the caller sees it: where to go, why, by which table, and the session
-    token that names this node under this table (:mod:`dataplane.core.session_token`)."""
-
-    node_id: str
-    address: str
-    reason: Reason
-    version: str
-    generation: int
-    session_token: str = ""
-
-
-class DecisionMetrics(Protocol):
-    """Per-pool decision counters (:mod:`dataplane.telemetry.router_metrics`); no-op in benches."""
-
-    def decided(self, reason: Reason, seconds: float) -> None: ...
-
-    def token_ignored(self, why: Ignored) -> None: ...
+__all__ = [
+    "MAX_LOAD_ORDER",
+    "NO_METRICS",
+    "DecisionMetrics",
+    "NoDestinationError",
+    "PoolState",
+    "RouteError",
+    "RouteOutcome",
+    "Router",
+    "SampleSink",
+    "UnknownPoolError",
+]
 
 
 class SampleSink(Protocol):
@@ -74,93 +52,9 @@ class SampleSink(Protocol):
     def add(self, inp: RouteInput, outcome: RouteOutcome, now: float) -> None: ...
 
 
-class _NoMetrics:
-    def decided(self, reason: Reason, seconds: float) -> None:
-        pass
-
-    def token_ignored(self, why: Ignored) -> None:
-        pass
-
-
-NO_METRICS = _NoMetrics()
 MAX_LOAD_ORDER = 2**62  # a load snapshot term or seq above this is corrupt or forged
 # Per decision: builds a NamedTuple without its constructor's Python frame (~0.25 µs less).
 _new = tuple.__new__
-
-
-class PoolState:
-    """Everything the router holds for one pool. Watchers replace ``view`` and the table fields."""
-
-    __slots__ = (
-        "load_aged",
-        "load_applied_at",
-        "load_order",
-        "metrics",
-        "name",
-        "outcomes",
-        "outliers",
-        "policy",
-        "probes",
-        "table",
-        "table_applied_at",
-        "table_generation",
-        "table_version",
-        "tokens",
-        "traffic",
-        "uses_blocks",
-        "uses_session",
-        "view",
-    )
-
-    def __init__(
-        self,
-        name: str,
-        policy: Policy,
-        view: LoadView,
-        traffic: TrafficCounter,
-        outliers: OutlierDetector | None = None,
-        probes: ActiveProbes | None = None,
-    ) -> None:
-        self.name = name
-        self.outliers = outliers if outliers is not None else OutlierDetector(OutlierConfig(0))
-        # Active probes' streaks; their ejections live in ``outliers.probed`` (one cap, one view).
-        self.probes = probes if probes is not None else ActiveProbes(ProbeConfig(0))
-        self.policy = policy
-        # Only policies that declare it read prefix blocks; for the others the router skips
-        # hashing the prompt.
-        self.uses_blocks = policy.needs_blocks
-        self.uses_session = policy.needs_session
-        # The valid session tokens under the current membership and generation (built on first
-        # use, dropped with ``outcomes``).
-        self.tokens: SessionTokens | None = None
-        self.view = view
-        # (node, reason) → its RouteOutcome under the current table and membership: every field is
-        # fixed by those, so a decision reuses one instead of building a tuple (cleared on change).
-        self.outcomes: dict[tuple[int, Reason], RouteOutcome] = {}
-        self.traffic = traffic
-        self.metrics: DecisionMetrics = NO_METRICS
-        self.table: RoutingTable | None = None
-        self.table_version = ""
-        self.table_generation = 0
-        self.table_applied_at = 0.0
-        self.load_order: tuple[int, int] = (-1, -1)  # (leader_term, seq) applied
-        self.load_applied_at = 0.0
-        self.load_aged = False  # the snapshot is older than the bound: loads are in-flight only
-
-    def unavailable(self) -> str:
-        if len(self.view.nodes) == 0:
-            return f"pool {self.name!r} has no destinations yet"
-        return f"pool {self.name!r} has no healthy, undrained destination"
-
-
-def _tokens(state: PoolState) -> SessionTokens:
-    """The pool's valid session tokens under its current membership and table generation."""
-    tokens = state.tokens
-    if tokens is None:
-        tokens = state.tokens = SessionTokens(
-            state.name, state.view.nodes.ids, state.table_generation
-        )
-    return tokens
 
 
 class Router:
@@ -293,7 +187,7 @@ class Router:
     @staticmethod
     def _session(state: PoolState, token: str) -> int:
         """The node a valid session token names, else -1 (the ignored token counted)."""
-        found = _tokens(state).node(token)
+        found = pool_tokens(state).node(token)
         if isinstance(found, Ignored):
             state.metrics.token_ignored(found)
             return -1
@@ -304,7 +198,7 @@ class Router:
         nodes = state.view.nodes
         return RouteOutcome(
             nodes.ids[node], nodes.addresses[node], reason, state.table_version,
-            state.table_generation, _tokens(state).by_node[node],
+            state.table_generation, pool_tokens(state).by_node[node],
         )  # fmt: skip
 
     # -- updates from the watchers --------------------------------------------------------------

@@ -35,6 +35,7 @@ from dataplane.core.route_input import InvalidRequestError, parse_request
 from dataplane.core.router import NoDestinationError, UnknownPoolError
 from dataplane.extproc import wire
 from dataplane.extproc.context import PickerContext
+from dataplane.extproc.fallback import settle
 from dataplane.extproc.modes import BODY_CONTINUE, HEADERS_CONTINUE, BodyMode, body_mode, body_pick
 from dataplane.extproc.pick import Pick, pick
 from dataplane.openai_api.errors import NOT_FOUND, UNAVAILABLE, FrontError, bad_request
@@ -276,22 +277,9 @@ class PickerStream:
 
     def _settle(self, chosen: Pick, pool: str, served: str) -> None:
         """Earlier entries than the one that served failed; the hold moves to the served one."""
-        if not served or served not in chosen.endpoints:
-            return
-        index = chosen.endpoints.index(served)
-        if index == 0:
-            return
-        ids = chosen.view.nodes.ids
-        for failed in chosen.nodes[:index]:
-            self.ctx.feedback.report_as(self.caller, pool, ids[failed], "connect")
-        self.ctx.metrics.fallback()
-        self._served = index
-        if self._hold is not None:
-            self.ctx.holds.release(self._hold)
-            now = time.time()
-            node = chosen.nodes[index]
-            chosen.view.record(node, now)
-            self._hold = self.ctx.holds.take_node(pool, chosen.view, node, now)
+        moved = settle(self.ctx, self.caller, chosen, pool, served, self._hold)
+        if moved is not None:
+            self._served, self._hold = moved
 
     def _response_body(self, body: Any) -> list[Any]:
         chunk = bytes(body.body)

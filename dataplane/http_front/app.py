@@ -11,8 +11,8 @@ A completion: read the body (over ``max_body_bytes`` → 413), parse it and pick
 404, no eligible engine → 503), hold the decision's load until the response ends
 (:mod:`dataplane.requests.holds`), send the body unchanged to the engine and relay its answer as it
 arrives (:mod:`~dataplane.http_front.proxy`). A connect error, a 5xx or the first-byte timeout is
-retried once on another node (:mod:`~dataplane.http_front.choose`); every attempt's outcome goes to
-passive health (:mod:`dataplane.health.passive_health`), which ejects a node that keeps failing.
+retried once on another node (:mod:`~dataplane.http_front.attempts`); every attempt's outcome goes
+to passive health (:mod:`dataplane.health.passive_health`), which ejects a node that keeps failing.
 After the first byte reached the client nothing is retried: an engine failing mid-stream ends
 the stream with an error event (SSE) or a cut connection. A client that goes away cancels the
 handler (``handler_cancellation``), which closes the engine connection. Every response carries
@@ -26,12 +26,10 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import random
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import aiohttp
 import structlog
 from aiohttp import web
 from prometheus_client import CollectorRegistry
@@ -39,23 +37,22 @@ from prometheus_client import CollectorRegistry
 from dataplane.core.names import DEFAULT_POOL
 from dataplane.core.router import NoDestinationError, RouteOutcome, Router, UnknownPoolError
 from dataplane.health.passive_health import PassiveHealth
-from dataplane.http_front.choose import alternate
+from dataplane.http_front.attempts import AttemptRelay
 from dataplane.http_front.connections import ConnectionGuard, ConnectionLimits, quiet_accept_errors
 from dataplane.http_front.first_byte import FirstByteTimeouts
 from dataplane.http_front.metrics import FrontMetrics
-from dataplane.http_front.proxy import AttemptFailedError, Upstream, base_url, relay
-from dataplane.openai_api.errors import NOT_FOUND, SERVER_ERROR, UNAVAILABLE, FrontError
+from dataplane.http_front.proxy import Upstream, base_url
+from dataplane.openai_api.errors import NOT_FOUND, UNAVAILABLE, FrontError
 from dataplane.openai_api.request_keys import (
     DEFAULT_KEY_HEADERS,
     POOL_HEADER,
-    SESSION_HEADER,
     FrontRequest,
     KeyRules,
     front_request,
 )
 from dataplane.openai_api.request_keys import parse_body as parse_json_body
-from dataplane.requests.holds import Hold, Holds
-from dataplane.telemetry.served_metrics import AnswerTimer, ServedMetrics
+from dataplane.requests.holds import Holds
+from dataplane.telemetry.served_metrics import ServedMetrics
 from dataplane.telemetry.tracing import decision_attributes
 
 log = structlog.get_logger("dataplane.http_front")
@@ -77,16 +74,6 @@ class FrontConfig:
     seed: int = 0
     shutdown_timeout_s: float = 5.0  # open responses get this long on stop, then are cut
     limits: ConnectionLimits = field(default_factory=ConnectionLimits)  # connections.py
-
-
-def decision_headers(outcome: RouteOutcome) -> dict[str, str]:
-    return {
-        "x-cacheroute-node": outcome.node_id,
-        "x-cacheroute-reason": str(outcome.reason),
-        "x-cacheroute-version": outcome.version,
-        "x-cacheroute-generation": str(outcome.generation),
-        SESSION_HEADER: outcome.session_token,
-    }
 
 
 class HttpFront:
@@ -117,7 +104,9 @@ class HttpFront:
             first_byte_timeout_s=config.first_byte_timeout_s,
         )
         self.first_byte = FirstByteTimeouts(config.first_byte_floor_s, config.first_byte_timeout_s)
-        self._rng = random.Random(config.seed)
+        self.attempts = AttemptRelay(
+            router, holds, self.passive, self.metrics, self.upstream, self.first_byte, config.seed
+        )
         self._ids = itertools.count(1)
         self._runner: web.AppRunner | None = None
         self._server: asyncio.Server | None = None
@@ -264,7 +253,7 @@ class HttpFront:
         )
         held = [self.holds.take(parsed.route, outcome, now)]
         try:
-            response = await self._proxy(request, raw, path, parsed, outcome, held, timer)
+            response = await self.attempts.proxy(request, raw, path, parsed, outcome, held, timer)
             self.metrics.answered(route, response.status)
             timer.finish(completed=response.status < 400)
             return response
@@ -301,128 +290,6 @@ class HttpFront:
             ) from None
         except NoDestinationError as exc:
             raise FrontError(503, str(exc), kind=UNAVAILABLE, code="no_eligible_engine") from None
-
-    async def _proxy(
-        self,
-        request: web.Request,
-        raw: bytes,
-        path: str,
-        parsed: FrontRequest,
-        outcome: RouteOutcome,
-        held: list[Hold],
-        timer: AnswerTimer,
-    ) -> web.StreamResponse:
-        """Attempt, retry once on another node if that failed, relay; ``held`` gets the holds."""
-        headers = decision_headers(outcome)
-        pool = parsed.route.pool
-        health = self.passive
-        try:
-            upstream = await self._attempt(
-                f"{base_url(outcome.address)}{path}", raw, request, outcome.node_id, parsed.stream
-            )
-        except AttemptFailedError as failed:
-            self.metrics.upstream_failures.labels(failed.cause).inc()
-            health.failed(pool, outcome.node_id, failed.cause)
-            retry = self._retry(parsed, held[0])
-            if retry is None:
-                return await self._give_up(request, failed, headers)
-            if failed.response is not None:
-                failed.response.close()
-            self.metrics.retries.labels(failed.cause).inc()
-            log.info(
-                "retrying on another engine",
-                failed=outcome.node_id,
-                cause=failed.cause,
-                detail=failed.detail,
-                retry=retry.node_id,
-            )
-            self.holds.release(held[0])
-            held.append(retry)
-            address = retry.view.nodes.addresses[retry.node]
-            headers = {
-                **headers,
-                "x-cacheroute-node": retry.node_id,
-                "x-cacheroute-retried-from": outcome.node_id,
-            }
-            headers.pop(SESSION_HEADER, None)  # it named the failed node
-            try:
-                upstream = await self._attempt(
-                    f"{base_url(address)}{path}", raw, request, retry.node_id, parsed.stream
-                )
-            except AttemptFailedError as again:
-                self.metrics.upstream_failures.labels(again.cause).inc()
-                health.failed(pool, retry.node_id, again.cause)
-                return await self._give_up(request, again, headers)
-        health.succeeded(pool, headers["x-cacheroute-node"])  # it answered: alive
-        timer.serving(parsed.route.key_hash, headers["x-cacheroute-node"])
-        timer.node = headers["x-cacheroute-node"]  # its TTFT counts for this node
-        return await self._relay(request, upstream, headers, pool, timer)
-
-    async def _attempt(
-        self, url: str, raw: bytes, request: web.Request, node_id: str, stream: bool
-    ) -> aiohttp.ClientResponse:
-        """One attempt under the engine's own first-byte timeout (:mod:`.first_byte`)."""
-        started = time.monotonic()
-        wait = self.first_byte.timeout_for(node_id, stream)
-        upstream = await self.upstream.attempt(url, raw, request.headers, wait)
-        self.first_byte.observe(node_id, stream, time.monotonic() - started)
-        return upstream
-
-    def _retry(self, parsed: FrontRequest, hold: Hold) -> Hold | None:
-        """A hold on the retry's node (recorded as a decision in the pool's view), or None."""
-        state = self.router.pools.get(parsed.route.pool)
-        if state is None:
-            return None
-        view = state.view
-        failed = view.nodes.index.get(hold.node_id, -1)
-        node = alternate(view, parsed.route.key_hash, failed, self._rng)
-        if node is None:
-            return None
-        now = time.time()
-        view.record(node, now)
-        return self.holds.take_node(parsed.route.pool, view, node, now)
-
-    async def _give_up(
-        self, request: web.Request, failed: AttemptFailedError, headers: dict[str, str]
-    ) -> web.StreamResponse:
-        if failed.response is not None:  # the engine's own 5xx answer, passed through
-            try:
-                return await self._relay(request, failed.response, headers, None)
-            finally:
-                failed.response.close()
-        status = 504 if failed.cause == "timeout" else 502
-        return FrontError(
-            status,
-            f"engine {headers['x-cacheroute-node']}: {failed.detail}",
-            kind=SERVER_ERROR,
-            code=f"engine_{failed.cause}",
-        ).response(headers)
-
-    async def _relay(
-        self,
-        request: web.Request,
-        upstream: aiohttp.ClientResponse,
-        headers: dict[str, str],
-        pool: str | None,
-        timer: AnswerTimer | None = None,
-    ) -> web.StreamResponse:
-        """Stream the answer; ``pool`` set: a break mid-way counts against the node's health."""
-        try:
-            response, broken = await relay(
-                request, upstream, headers, timer.chunk if timer is not None else None
-            )
-        finally:
-            upstream.close()
-        if broken is not None:
-            if timer is not None:
-                timer.finish(completed=False)
-            if pool is not None:
-                self.passive.failed(pool, headers["x-cacheroute-node"], "mid_stream")
-            self.metrics.upstream_failures.labels("mid_stream").inc()
-            log.warning(
-                "engine failed mid-response", node=headers["x-cacheroute-node"], error=repr(broken)
-            )
-        return response
 
 
 def _too_large(size: int | None, limit: int) -> FrontError:

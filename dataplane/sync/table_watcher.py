@@ -11,7 +11,7 @@ The loop, as an xDS client does it:
    table falls through to the whole table). Else fetch the table bytes (in slices,
    :mod:`cacheroute_state.redis_table_fetch`), then
    decode, validate and verify the content hash on a dedicated worker thread at a lower OS
-   priority
+   priority (:mod:`dataplane.sync.table_decode`)
    (`table_codec.decode_table` keeps the GIL free for the big arrays), check the pool and the
    version against the pointer, bind the table to the pool's membership and swap one reference
    (:meth:`dataplane.core.router.Router.install_table`); the replaced table is freed on that thread.
@@ -35,13 +35,8 @@ the other pools are synced as usual.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
-import threading
 import time
 from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
 
 import structlog
 from google.protobuf.message import DecodeError
@@ -52,39 +47,15 @@ from dataplane.core.names import POOL_PATTERN
 from dataplane.core.protobuf_fields import Buffer
 from dataplane.core.router import Router
 from dataplane.core.table import RoutingTable, TableError
-from dataplane.core.table_codec import decode_table
+from dataplane.sync.table_decode import DecodeThread, decode_for, decode_owned
 from dataplane.sync.table_deltas import from_delta
 from dataplane.telemetry.router_metrics import RouterMetrics
-from servekit.gil import fast_switched
 from servekit.waiting import wait_event
 
+__all__ = ["Fetch", "TableWatcher", "decode_for", "decode_owned"]
+
 log = structlog.get_logger("dataplane.sync.table_watcher")
-T = TypeVar("T")
 Fetch = Callable[[str, str], Awaitable[Buffer | None]]
-
-
-def decode_owned(box: list[Buffer], pool: str, version: str) -> RoutingTable:
-    """:func:`decode_for` on the buffer in ``box``, which it empties: the fetched bytes are then
-    freed on the worker thread, not on the serving thread."""
-    return decode_for(box.pop(), pool, version)
-
-
-def decode_for(data: Buffer, pool: str, version: str) -> RoutingTable:
-    """Decode and validate ``data`` as the table the pointer names (run in a worker thread)."""
-    table = decode_table(data)
-    if table.pool != pool:
-        raise TableError(f"table is for pool {table.pool!r}, not {pool!r}")
-    if table.version != version:
-        raise TableError(f"stored bytes hold version {table.version}, the pointer names {version}")
-    return table
-
-
-def _lower_priority(nice: int) -> None:
-    """Run the decode thread at a lower OS priority (Linux: per-thread nice), so that on a busy
-    machine the serving thread gets the CPU first and a swap only uses what is left."""
-    if nice > 0:
-        with contextlib.suppress(OSError, AttributeError):
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
 
 
 class TableWatcher:
@@ -124,10 +95,7 @@ class TableWatcher:
         # a full pass (pool set and every pool's pointer) has succeeded at least once
         self.synced = False
         self.last_error = ""
-        self._decoder = ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix="table-decode", initializer=_lower_priority,
-            initargs=(decode_nice,),
-        )  # fmt: skip
+        self._decoder = DecodeThread(decode_nice)
 
     # -- triggers -------------------------------------------------------------------------------
 
@@ -219,7 +187,7 @@ class TableWatcher:
             )
         if not pointer.version:  # planned routing disabled: drop the table, Flat-LB answers
             previous = [self._router.clear_table(pool, pointer.generation)]
-            await self._off_loop(previous.clear)
+            await self._decoder.run(previous.clear)
             self._rejected.pop(pool, None)
             self._metrics.table_update(pool, "applied")
             log.info("table removed: plan disabled", pool=pool, generation=pointer.generation)
@@ -227,7 +195,7 @@ class TableWatcher:
             return
         started = time.perf_counter()
         table = await from_delta(
-            self._plans, self._metrics, self._off_loop, pool, state.table, pointer.version
+            self._plans, self._metrics, self._decoder.run, pool, state.table, pointer.version
         )
         if table is not None:
             await self._install(pool, table, pointer, started, "delta")
@@ -247,7 +215,7 @@ class TableWatcher:
         self._metrics.table_fetched(pool, "full", len(data))
         try:
             box, data = [data], None
-            table = await self._off_loop(decode_owned, box, pool, pointer.version)
+            table = await self._decoder.run(decode_owned, box, pool, pointer.version)
         except TableError as exc:
             self._rejected[pool] = wanted
             self._metrics.table_update(pool, "rejected")
@@ -271,7 +239,7 @@ class TableWatcher:
         # Counted with the swap, before the next await: whoever sees the new table sees the count.
         self._rejected.pop(pool, None)
         self._metrics.table_update(pool, "applied")
-        await self._off_loop(previous.clear)  # free the old arrays off the serving thread
+        await self._decoder.run(previous.clear)  # free the old arrays off the serving thread
         log.info(
             "table applied", pool=pool, version=table.version, generation=pointer.generation,
             keys=table.num_keys, source=source,
@@ -295,13 +263,8 @@ class TableWatcher:
         log.warning("active pointer rejected", pool=pool, reason=reason)
         self._ack(cluster_pb2.ActivePointer(pool=pool), accepted=False, reason=reason)
 
-    async def _off_loop(self, fn: Callable[..., T], *args: object) -> T:
-        return await asyncio.get_running_loop().run_in_executor(
-            self._decoder, fast_switched, fn, *args
-        )
-
     def close(self) -> None:
-        self._decoder.shutdown(wait=False, cancel_futures=True)
+        self._decoder.close()
 
     # -- ACK/NACK -------------------------------------------------------------------------------
 

@@ -5,13 +5,13 @@ bounded by ``startup_timeout_s``, then serve, so a router started after a rollou
 active table from its first request. If Redis is away the router listens but its gRPC health says
 NOT_SERVING (a load balancer keeps it out), Route answers UNAVAILABLE naming the store it waits
 for, a warning says so every ``WAITING_LOG_S``, and the loops keep trying; after the first full
-sync it is SERVING and stays so through later store outages (it routes on what it holds).
+sync it is SERVING and stays so through later store outages (it routes on what it holds): see
+:mod:`dataplane.server.first_sync`.
 
 Loops (all on the server's event loop; none of them is on a decision's path):
 
 * hints: subscribe to every pool's hints; "table" → the table watcher, "load" → the load watcher,
-  "pools"/"resync" → everything. Lost subscription: reconnect with backoff (0.1 s doubling to 5 s),
-  and the new subscription's "resync" re-reads everything.
+  "pools"/"resync" → everything (:mod:`dataplane.server.hints`).
 * table watcher (every ``table_interval_s``, default 2 s, and on hints), ACK heartbeat
   (``ack_interval_s``, 5 s); see :mod:`dataplane.sync.table_watcher`.
 * load watcher (every ``load_interval_s``, 1 s, besides the pushed snapshots).
@@ -34,30 +34,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import socket
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 
 import structlog
 
 from cacheroute.v1 import routing_pb2
 from cacheroute_state import Stores, open_stores
-from cacheroute_state.interfaces import HintKind, StoreUnavailableError
-from cacheroute_state.urls import redacted
-from dataplane.core.active_probes import ProbeConfig
-from dataplane.core.outliers import OutlierConfig
 from dataplane.core.router import Router
-from dataplane.extproc.context import ExtProcConfig, PickerContext
+from dataplane.extproc.context import PickerContext
 from dataplane.extproc.service import ExtProcServer
 from dataplane.health.active_probe import ActiveProber
-from dataplane.health.health_feedback import DEFAULT_SHARE, HealthFeedback, Network, allow_listed
+from dataplane.health.health_feedback import HealthFeedback, allow_listed
 from dataplane.health.passive_health import PassiveHealth
-from dataplane.http_front.app import FrontConfig, HttpFront
+from dataplane.http_front.app import HttpFront
 from dataplane.requests.callers import CallerNames
 from dataplane.requests.holds import Holds, InFlightCollector
 from dataplane.requests.planning_gate import PlanningGate
 from dataplane.rpc.servicer import RouterServicer, add_to_server
+from dataplane.server.config import RouterConfig
+from dataplane.server.first_sync import FirstSync
+from dataplane.server.hints import hint_loop
 from dataplane.sync.load_watcher import LoadWatcher
 from dataplane.sync.table_watcher import TableWatcher
 from dataplane.telemetry.router_metrics import RouterMetrics
@@ -66,18 +62,12 @@ from dataplane.telemetry.served_metrics import ServedMetrics
 from dataplane.telemetry.tracing import spans_from_environment
 from dataplane.telemetry.traffic import TrafficReporter
 from servekit.addresses import parse_host_port
-from servekit.auth_file import AuthTable
 from servekit.grpc_hygiene import ConnectionHygiene
 from servekit.grpc_server import GrpcServer
 from servekit.metrics_endpoint import MetricsEndpoint
-from servekit.tls import TlsConfig
 
 log = structlog.get_logger("dataplane.server")
 SERVICE_NAME = routing_pb2.DESCRIPTOR.services_by_name["RouterService"].full_name
-BACKOFF_MIN_S = 0.1
-BACKOFF_MAX_S = 5.0
-WAITING_LOG_S = 5.0
-SYNC_POLL_S = 0.1
 # Route callers' connections are renewed hourly (a GOAWAY, 5 min for calls in flight).
 ROUTER_CONNECTIONS = ConnectionHygiene(max_age_s=3600.0)
 
@@ -91,51 +81,6 @@ async def _supervised(name: str, loop: Callable[[], Awaitable[None]]) -> None:
         except Exception:
             log.exception("loop failed; restarting it", loop=name)
             await asyncio.sleep(1.0)
-
-
-def default_router_id() -> str:
-    return f"{socket.gethostname()}-{os.getpid()}"
-
-
-@dataclass(frozen=True)
-class RouterConfig:
-    """Every option of a router process (``python -m dataplane --help`` documents them)."""
-
-    listen: str = "127.0.0.1:50061"
-    redis_url: str = "redis://127.0.0.1:6379/0"
-    router_id: str = field(default_factory=default_router_id)
-    policy: str = "cacheroute"
-    seed: int = 0
-    table_interval_s: float = 2.0
-    ack_interval_s: float = 5.0
-    load_interval_s: float = 1.0
-    report_interval_s: float = 5.0
-    sample_interval_s: float = 1.0
-    sample_rate: float = 0.01
-    sample_floor: float = (
-        1.0  # samples/s the rate rises to reach on thin traffic (dataplane.telemetry.sampler)
-    )
-    sample_buffer: int = 10_000
-    top_keys: int = 4096
-    correction_horizon_s: float = 5.0
-    panic_threshold: float = 0.5
-    load_max_age_s: float = 3.0
-    outliers: OutlierConfig = field(default_factory=OutlierConfig)  # passive health
-    probes: ProbeConfig = field(default_factory=ProbeConfig)  # active probes, stale pools only
-    auth: AuthTable | None = None  # names Route callers; unknown ones are not counted
-    planning_rate_limit: float = 0.0  # counted Route requests per second per caller; 0: off
-    health_feedback_share: float = DEFAULT_SHARE  # of a pool one Release caller may eject
-    health_feedback_from: tuple[Network, ...] = ()  # peers whose Release outcomes count
-    health_feedback_anonymous: bool = False  # without auth, non-loopback peers' outcomes count
-    # Largest request accepted: a 1,000-request batch of full 4 KiB prompts is ~4 MB.
-    max_message_bytes: int = 4 * 1024 * 1024
-    startup_timeout_s: float = 3.0
-    grace_s: float = 5.0
-    decode_nice: int = 10
-    metrics_listen: str | None = "127.0.0.1:0"
-    tls: TlsConfig | None = None
-    http: FrontConfig | None = None  # the OpenAI-compatible front; None: off
-    extproc: ExtProcConfig | None = None  # the Envoy ext_proc Endpoint Picker; None: off
 
 
 class RouterServer:
@@ -251,9 +196,15 @@ class RouterServer:
             interval_s=config.sample_interval_s,
             on_dropped=lambda n: self.metrics.dropped("samples", n),
         )
+        self.first_sync = FirstSync(
+            self.router, self.tables, self.loads, config.redis_url, config.startup_timeout_s
+        )
         self.metrics_endpoint: MetricsEndpoint | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self.hints_connected = asyncio.Event()
+
+    async def _hints(self) -> None:
+        await hint_loop(self.stores.hints, self.tables, self.loads, self.hints_connected)
 
     @property
     def port(self) -> int:
@@ -262,11 +213,7 @@ class RouterServer:
     @property
     def synced(self) -> bool:
         """Whether a full sync of tables and loads with the store has succeeded once."""
-        return self.tables.synced and self.loads.synced
-
-    def _not_synced_text(self) -> str:
-        cause = self.tables.last_error or "no answer yet"
-        return f"not synced with Redis at {redacted(self.config.redis_url)} ({cause})"
+        return self.first_sync.synced
 
     async def start(self) -> None:
         await self.initial_sync()
@@ -275,14 +222,14 @@ class RouterServer:
             self.metrics_endpoint = MetricsEndpoint(self.metrics.registry, host, port)
         synced = self.synced
         if not synced:
-            self.router.not_synced = self._not_synced_text()
+            self.router.not_synced = self.first_sync.not_synced_text()
         await self.grpc.start(serving=synced)
         if self.http is not None:
             await self.http.start()
         if self.extproc is not None:
             await self.extproc.start(serving=synced)
         loops: dict[str, Callable[[], Awaitable[None]]] = {
-            "hints": self._hint_loop,
+            "hints": self._hints,
             "tables": self.tables.run,
             "loads": self.loads.run,
             "traffic": self.traffic.run,
@@ -308,44 +255,16 @@ class RouterServer:
         )
 
     async def _serve_once_synced(self) -> None:
-        """Until the first full sync: NOT_SERVING, a warning every WAITING_LOG_S; then SERVING."""
-        waited_since = last_log = asyncio.get_running_loop().time()
-        while not self.synced:
-            await asyncio.sleep(SYNC_POLL_S)
-            if not self.loads.synced and self.tables.synced:
-                self.loads.request()
-            now = asyncio.get_running_loop().time()
-            self.router.not_synced = self._not_synced_text()
-            if now - last_log >= WAITING_LOG_S:
-                last_log = now
-                log.warning(
-                    "not serving: waiting for the first sync with the store",
-                    redis_url=redacted(self.config.redis_url),
-                    error=self.tables.last_error or None,
-                    waited_s=round(now - waited_since, 1),
-                )
-        self.router.not_synced = ""
+        await self.first_sync.wait(self._set_serving)
+
+    async def _set_serving(self) -> None:
         await self.grpc.set_serving(True)
         if self.extproc is not None:
             await self.extproc.set_serving(True)
-        log.info("first sync with the store done; health SERVING", pools=sorted(self.router.pools))
-        await asyncio.Event().wait()  # done; parked until stop() cancels it
 
     async def initial_sync(self) -> None:
         """Pools, tables and loads once, before serving; bounded so a dead Redis cannot block."""
-        try:
-            async with asyncio.timeout(self.config.startup_timeout_s):
-                await self.tables.sync(None)
-                await self.loads.sync()
-                await self.tables.send_acks()
-        except (TimeoutError, StoreUnavailableError) as exc:
-            if isinstance(exc, StoreUnavailableError):
-                self.tables.last_error = str(exc)
-            log.warning(
-                "starting without a full sync: health NOT_SERVING until one succeeds",
-                redis_url=redacted(self.config.redis_url),
-                error=self.tables.last_error or repr(exc),
-            )
+        await self.first_sync.initial()
 
     async def stop(self) -> None:
         if self.http is not None:
@@ -370,25 +289,3 @@ class RouterServer:
         if self.metrics_endpoint is not None:
             self.metrics_endpoint.close()
         log.info("router stopped", router_id=self.config.router_id)
-
-    async def _hint_loop(self) -> None:
-        backoff = BACKOFF_MIN_S
-        while True:
-            try:
-                async for hint in self.stores.hints.subscribe(None):
-                    if hint.kind is HintKind.RESYNC:
-                        backoff = BACKOFF_MIN_S
-                        self.hints_connected.set()
-                        self.tables.request(None)
-                        self.loads.request()
-                    elif hint.kind is HintKind.TABLE:
-                        self.tables.request(hint.pool)
-                    elif hint.kind is HintKind.LOAD:
-                        await self.loads.apply_payload(hint.pool, hint.payload)
-                    elif hint.kind is HintKind.POOLS:
-                        self.tables.request(None)
-            except StoreUnavailableError as exc:
-                self.hints_connected.clear()
-                log.debug("hint subscription lost", error=str(exc), retry_s=backoff)
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, BACKOFF_MAX_S)
