@@ -21,7 +21,6 @@ let in-flight RPCs finish within the grace period, then close Redis (and the emb
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable
 
 import structlog
@@ -29,7 +28,6 @@ import structlog
 from cacheroute.v1 import admin_pb2, admin_pb2_grpc, agent_pb2
 from cacheroute_state import Stores, open_stores
 from cacheroute_state.embedded import EmbeddedRedis, EmbeddedRedisError
-from cacheroute_state.interfaces import CorruptRecordError, StoreUnavailableError
 from cacheroute_state.urls import redacted
 from controlplane.cluster.fleet_windows import TICK_S as FLEET_TICK_S
 from controlplane.cluster.fleet_windows import FleetWindowRecorder
@@ -42,15 +40,15 @@ from controlplane.config import ControlPlaneConfig
 from controlplane.core.report_checks import ReportRules, parse_networks
 from controlplane.core.report_expiry import sweep_interval_s
 from controlplane.core.ttft_window import TtftWindows
-from controlplane.errors import PreconditionError
 from controlplane.lifecycle.auto_mode import AutoPilot
 from controlplane.lifecycle.live_guard import GuardSettings, LiveGuard
-from controlplane.lifecycle.live_plan import BuildRequest, PlanDefaults, build_live_plan
+from controlplane.lifecycle.live_plan import PlanDefaults
 from controlplane.lifecycle.residency_watch import WatchLists
 from controlplane.lifecycle.retention import RETENTION_INTERVAL_S, prune_all
 from controlplane.lifecycle.shadow import ShadowBudget
 from controlplane.lifecycle.verdict_gate import standard_gates
 from controlplane.metrics import ControlPlaneMetrics
+from controlplane.server.leader_loops import cancel_all, plan_all, run_while_leading
 from controlplane.services.agent_service import AgentServicer
 from controlplane.services.agent_service import add_to_server as add_agent_service
 from controlplane.services.auth import Authenticator, caller_name, load_auth_file
@@ -75,24 +73,6 @@ SERVICE_NAMES = tuple(
         (agent_pb2.DESCRIPTOR, "AgentService"),
     )
 )
-
-
-async def _cancel_all(tasks: list[asyncio.Task[None]]) -> None:
-    """Cancel ``tasks`` and wait for them, cancelling again any that swallowed the request (a
-    cancellation racing a client library's own timeout can come back as a timeout error)."""
-    for task in tasks:
-        task.cancel()
-    pending = set(tasks)
-    while pending:
-        done, pending = await asyncio.wait(pending, timeout=0.2)
-        for task in pending:
-            log.info("background task ignored cancellation; cancelling again", task=task.get_name())
-            task.cancel()
-        for task in done:
-            if not task.cancelled() and task.exception() is not None:
-                log.error(
-                    "background task failed", task=task.get_name(), error=repr(task.exception())
-                )
 
 
 class ControlPlane:
@@ -353,43 +333,24 @@ class ControlPlane:
     ) -> None:
         """Run ``work(term)`` every ``interval_s`` while this instance leads (fixed rate)."""
         assert self.leader is not None
-        next_at = time.monotonic()
-        while not self._stopping:
-            if self.leader.is_leader:
-                try:
-                    await work(self.leader.term)
-                except (StoreUnavailableError, CorruptRecordError) as exc:  # no traceback a tick
-                    self.metrics.loop_errors.labels(name).inc()
-                    log.warning("leader loop failed", loop=name, error=str(exc))
-                except Exception:
-                    self.metrics.loop_errors.labels(name).inc()
-                    log.exception("leader loop failed", loop=name)
-            next_at = max(next_at + interval_s, time.monotonic())
-            await asyncio.sleep(next_at - time.monotonic())
+        await run_while_leading(
+            self.leader, self.metrics, name, interval_s, work, lambda: self._stopping
+        )
 
     async def _plan_all(self, term: int) -> None:
         assert self.stores is not None
-        for pool in await self.stores.plans.pools():
-            request = BuildRequest(pool=pool, actor="planner", note="periodic build")
-            try:
-                built = await build_live_plan(
-                    self.stores,
-                    request,
-                    defaults=self.defaults,
-                    liveness=self.liveness,
-                    metrics=self.metrics,
-                    trigger="interval",
-                    now_ms=self.clock(),
-                )
-            except PreconditionError as exc:
-                log.debug("periodic plan skipped", pool=pool, reason=str(exc))
-                continue
-            log.info("periodic plan stored", pool=pool, version=built.metadata.version)
+        await plan_all(
+            self.stores,
+            defaults=self.defaults,
+            liveness=self.liveness,
+            metrics=self.metrics,
+            clock=self.clock,
+        )
 
     async def stop(self) -> None:
         """Graceful stop (see the module docstring); safe to call twice."""
         self._stopping = True
-        await _cancel_all(self._tasks)
+        await cancel_all(self._tasks)
         self._tasks.clear()
         if self.leader is not None:
             await self.leader.release()
