@@ -29,26 +29,19 @@ from cacheroute.v1 import admin_pb2, admin_pb2_grpc, agent_pb2
 from cacheroute_state import Stores, open_stores
 from cacheroute_state.embedded import EmbeddedRedis, EmbeddedRedisError
 from cacheroute_state.urls import redacted
-from controlplane.cluster.fleet_windows import TICK_S as FLEET_TICK_S
-from controlplane.cluster.fleet_windows import FleetWindowRecorder
-from controlplane.cluster.key_rate_tracker import RateTracker
 from controlplane.cluster.leader import LeaderElector
-from controlplane.cluster.loads import LoadPublisher
 from controlplane.cluster.nodes import Liveness
-from controlplane.cluster.report_sweep import ReportSweeper
 from controlplane.config import ControlPlaneConfig
 from controlplane.core.report_checks import ReportRules, parse_networks
-from controlplane.core.report_expiry import sweep_interval_s
 from controlplane.core.ttft_window import TtftWindows
-from controlplane.lifecycle.auto_mode import AutoPilot
 from controlplane.lifecycle.live_guard import GuardSettings, LiveGuard
 from controlplane.lifecycle.live_plan import PlanDefaults
 from controlplane.lifecycle.residency_watch import WatchLists
-from controlplane.lifecycle.retention import RETENTION_INTERVAL_S, prune_all
 from controlplane.lifecycle.shadow import ShadowBudget
 from controlplane.lifecycle.verdict_gate import standard_gates
 from controlplane.metrics import ControlPlaneMetrics
 from controlplane.server.leader_loops import cancel_all, plan_all, run_while_leading
+from controlplane.server.leader_work import leader_work
 from controlplane.services.agent_service import AgentServicer
 from controlplane.services.agent_service import add_to_server as add_agent_service
 from controlplane.services.auth import Authenticator, caller_name, load_auth_file
@@ -63,7 +56,6 @@ from servekit.rpc_guard import RpcGuard
 
 log = structlog.get_logger("controlplane")
 EMBEDDED_CHECK_S = 0.5
-GUARD_INTERVAL_S = 1.0
 
 SERVICE_NAMES = tuple(
     d.services_by_name[name].full_name
@@ -271,55 +263,23 @@ class ControlPlane:
         self.metrics.auth_refusals.labels(method.rsplit("/", 1)[-1], code).inc()
 
     def _start_loops(self) -> None:
-        assert self.leader is not None and self.stores is not None
-        cfg, stores = self.config, self.stores
-        publisher = LoadPublisher(
-            stores,
-            self.metrics,
-            self.liveness,
-            grace_ms=round(cfg.leader_grace_s * 1000),
-            ttft=self.ttft,
-        )
-        tracker = RateTracker(
-            stores,
-            self.metrics,
-            cfg.rate_half_life_s,
-            cfg.rate_max_keys,
-            ttft=self.ttft,  # the routers' TTFT, for engines that export none (llama.cpp)
-            clock_ms=self.clock,
-        )
-        self._tasks.append(asyncio.create_task(self.leader.run(), name="leader"))
-        self._spawn(
-            "loads", cfg.load_publish_interval_s, lambda t: publisher.publish_all(t, self.clock())
-        )
-        self._spawn("rates", cfg.rate_update_interval_s, tracker.update)
-        if cfg.report_retention_s > 0:
-            retention_ms = round(cfg.report_retention_s * 1000)
-            sweeper = ReportSweeper(stores, self.metrics, self.liveness, retention_ms)
-            every_s = sweep_interval_s(cfg.report_retention_s, cfg.load_publish_interval_s)
-            self._spawn("report-sweep", every_s, lambda _t: sweeper.sweep_all(self.clock()))
-        recorder = FleetWindowRecorder(stores, self.ttft)  # the fleet profile's observations
-        self._spawn("fleet-windows", FLEET_TICK_S, lambda _t: recorder.tick_all(self.clock()))
-        if cfg.plan_interval_s > 0:
-            self._spawn("planner", cfg.plan_interval_s, self._plan_all)
-        guard = self.guard
-        assert guard is not None
-        self._spawn("guard", GUARD_INTERVAL_S, lambda _t: guard.tick(self.clock()))
-        pilot = AutoPilot(
-            stores,
-            self.metrics,
-            defaults=self.defaults,
+        assert self.leader is not None and self.stores is not None and self.guard is not None
+        work = leader_work(
+            self.config,
+            self.stores,
+            metrics=self.metrics,
             liveness=self.liveness,
+            ttft=self.ttft,
+            clock=self.clock,
+            guard=self.guard,
+            defaults=self.defaults,
             gates=self.gates,
             budget=self.budget,
-            profile=cfg.shadow_profile,
+            plan_all=self._plan_all,
         )
-        self._spawn("auto", cfg.auto_interval_s, lambda _t: pilot.round_all(self.clock()))
-        if cfg.plan_retention > 0:
-            keep = cfg.plan_retention
-            self._spawn(
-                "retention", RETENTION_INTERVAL_S, lambda _t: prune_all(stores, keep, self.clock())
-            )
+        self._tasks.append(asyncio.create_task(self.leader.run(), name="leader"))
+        for name, interval_s, tick in work:
+            self._spawn(name, interval_s, tick)
 
     def _spawn(
         self, name: str, interval_s: float, work: Callable[[int], Awaitable[object]]
