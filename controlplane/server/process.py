@@ -27,7 +27,7 @@ import structlog
 
 from cacheroute.v1 import admin_pb2, admin_pb2_grpc, agent_pb2
 from cacheroute_state import Stores, open_stores
-from cacheroute_state.embedded import EmbeddedRedis, EmbeddedRedisError
+from cacheroute_state.embedded import EmbeddedRedis
 from cacheroute_state.urls import redacted
 from controlplane.cluster.leader import LeaderElector
 from controlplane.cluster.nodes import Liveness
@@ -40,6 +40,7 @@ from controlplane.lifecycle.residency_watch import WatchLists
 from controlplane.lifecycle.shadow import ShadowBudget
 from controlplane.lifecycle.verdict_gate import standard_gates
 from controlplane.metrics import ControlPlaneMetrics
+from controlplane.server.embedded_store import describe_store, supervise_embedded
 from controlplane.server.leader_loops import cancel_all, plan_all, run_while_leading
 from controlplane.server.leader_work import leader_work
 from controlplane.services.agent_service import AgentServicer
@@ -55,7 +56,6 @@ from servekit.metrics_endpoint import MetricsEndpoint
 from servekit.rpc_guard import RpcGuard
 
 log = structlog.get_logger("controlplane")
-EMBEDDED_CHECK_S = 0.5
 
 SERVICE_NAMES = tuple(
     d.services_by_name[name].full_name
@@ -230,34 +230,12 @@ class ControlPlane:
 
     def store_description(self) -> str:
         """The store as `cachectl status` shows it (never with a password)."""
-        text = redacted(self.redis_url)
-        if self.embedded is not None:
-            data_dir = self.embedded.data_dir
-            where = f"AOF in {data_dir}" if data_dir else "not persistent"
-            text += f" (embedded, supervised, {where})"
-        return text
+        return describe_store(self.redis_url, self.embedded)
 
     async def _supervise_embedded(self) -> None:
         """Restart the embedded Redis when it dies (same port, same data): clients reconnect."""
-        embedded = self.embedded
-        assert embedded is not None
-        while not self._stopping:
-            await asyncio.sleep(EMBEDDED_CHECK_S)
-            if embedded.running() or self._stopping:
-                continue
-            log.warning(
-                "embedded redis exited; restarting it",
-                returncode=embedded.returncode,
-                restarts=embedded.restarts,
-            )
-            embedded.restart()
-            try:
-                await asyncio.to_thread(embedded.wait_ready)
-            except EmbeddedRedisError as exc:
-                log.error("embedded redis did not restart; retrying", error=str(exc))
-                await asyncio.sleep(1.0)
-                continue
-            log.info("embedded redis restarted", pid=embedded.pid, redis_url=redacted(embedded.url))
+        assert self.embedded is not None
+        await supervise_embedded(self.embedded, lambda: self._stopping)
 
     def _auth_refused(self, method: str, code: str) -> None:
         self.metrics.auth_refusals.labels(method.rsplit("/", 1)[-1], code).inc()
