@@ -29,8 +29,9 @@ import structlog
 
 from agents import dialects
 from agents.agent_metrics import AgentMetrics
+from agents.dialing import Backoff
 from agents.kv_subscriber import KvEventSubscriber, SubscriberConfig, run_forever
-from agents.reporter import Backoff, Reporter
+from agents.reporter import Reporter
 from agents.residency_report import ResidencyReporter
 from agents.scraper import Scraper, ScrapeState
 from cacheroute.v1 import agent_pb2

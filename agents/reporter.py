@@ -25,9 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
-import random
-import socket
 import time
 from collections.abc import Sequence
 
@@ -35,6 +32,7 @@ import grpc
 import structlog
 
 from agents.agent_metrics import NodeMetrics
+from agents.dialing import Backoff, dial, resolve_targets
 from cacheroute.v1 import agent_pb2, agent_pb2_grpc
 from servekit.waiting import wait_event
 
@@ -43,37 +41,7 @@ MAX_WATCH_VERSION = 64
 MIN_INTERVAL_MS = 50
 MAX_INTERVAL_MS = 60_000
 
-# A fresh channel is opened per stream, so gRPC's own reconnect backoff (up to 120 s by default)
-# never delays a reconnect; the bounds below only matter inside one channel.
-CHANNEL_OPTIONS: tuple[tuple[str, int], ...] = (
-    ("grpc.initial_reconnect_backoff_ms", 200),
-    ("grpc.min_reconnect_backoff_ms", 200),
-    ("grpc.max_reconnect_backoff_ms", 2_000),
-    ("grpc.enable_retries", 0),
-)
-
 log = structlog.get_logger("agents.reporter")
-
-
-class Backoff:
-    """Exponential backoff with jitter: ``min(cap, base · 2^n) · U(0.5, 1)`` for failure n."""
-
-    def __init__(
-        self, base_s: float = 0.2, cap_s: float = 5.0, rng: random.Random | None = None
-    ) -> None:
-        if base_s <= 0 or cap_s < base_s:
-            raise ValueError(f"backoff needs 0 < base ({base_s}) <= cap ({cap_s})")
-        self.base_s, self.cap_s = base_s, cap_s
-        self._rng = rng or random.Random()
-        self.failures = 0
-
-    def next_delay(self) -> float:
-        delay = min(self.cap_s, self.base_s * 2.0 ** min(self.failures, 30))
-        self.failures += 1
-        return delay * self._rng.uniform(0.5, 1.0)
-
-    def reset(self) -> None:
-        self.failures = 0
 
 
 class Reporter:
@@ -208,26 +176,7 @@ class Reporter:
 
     async def _candidates(self) -> list[tuple[str, str]]:
         """(address to dial, configured host) for every address, names resolved to each IP."""
-        found: list[tuple[str, str]] = []
-        loop = asyncio.get_running_loop()
-        for target in self.targets:
-            host, _, port = target.rpartition(":")
-            bare = host.strip("[]")
-            try:
-                ipaddress.ip_address(bare)
-            except ValueError:
-                pass
-            else:
-                found.append((target, bare))
-                continue
-            try:
-                infos = await loop.getaddrinfo(bare, port, type=socket.SOCK_STREAM)
-            except (OSError, UnicodeError):
-                found.append((target, bare))  # let gRPC report the failure
-                continue
-            ips = sorted({str(info[4][0]) for info in infos})
-            found += [(f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}", bare) for ip in ips]
-        return found or [(self.targets[0], self.targets[0].rpartition(":")[0])]
+        return await resolve_targets(self.targets)
 
     async def _open_channel(self) -> grpc.aio.Channel:
         """A channel to the next candidate address (round robin over reconnects)."""
@@ -236,12 +185,7 @@ class Reporter:
         self._attempt += 1
         self.target = address
         self._log = self._log.bind(controlplane=address)
-        if self._credentials is None:
-            return grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
-        options: tuple[tuple[str, int | str], ...] = CHANNEL_OPTIONS
-        if address.rpartition(":")[0].strip("[]") != host:
-            options = (*options, ("grpc.ssl_target_name_override", host))
-        return grpc.aio.secure_channel(address, self._credentials, options=options)
+        return dial(address, host, self._credentials)
 
     def _take(self) -> agent_pb2.NodeReport:
         assert self._latest is not None

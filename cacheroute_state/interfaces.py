@@ -1,6 +1,6 @@
 """The state interfaces of CacheRoute (Redis is the implementation; see ``redis_*.py``).
 
-Exceptions::
+Exceptions (in :mod:`cacheroute_state.errors`, re-exported here)::
 
     StoreError
     ├── StoreUnavailableError   the backing store cannot be reached (callers degrade, then retry)
@@ -9,6 +9,8 @@ Exceptions::
     ├── CorruptRecordError      a stored record does not decode (names it; also a DecodeError)
     └── PlanMismatchError       a version id already stored with different content
 
+Hints (pub/sub nudges) are in :mod:`cacheroute_state.hints`, re-exported here.
+
 All methods are coroutines; records are the ``cacheroute.v1`` protobuf messages, so what is stored
 is exactly what is on the wire.
 """
@@ -16,53 +18,38 @@ is exactly what is on the wire.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import StrEnum
-
-from google.protobuf.message import DecodeError
 
 from cacheroute.v1 import agent_pb2, cluster_pb2, table_pb2
+from cacheroute_state.errors import (
+    ConflictError,
+    CorruptRecordError,
+    PlanInUseError,
+    PlanMismatchError,
+    PlanNotFoundError,
+    StoreError,
+    StoreUnavailableError,
+)
+from cacheroute_state.hints import Hint, HintKind, HintSource
 
-
-class StoreError(Exception):
-    """Base of the store's errors."""
-
-
-class StoreUnavailableError(StoreError):
-    """The store could not be reached or timed out."""
-
-
-class PlanNotFoundError(StoreError):
-    """The plan version does not exist in the pool."""
-
-
-class ConflictError(StoreError):
-    """The active pointer is not at the expected generation any more."""
-
-    def __init__(self, message: str, current: cluster_pb2.ActivePointer | None) -> None:
-        super().__init__(message)
-        self.current = current
-
-
-class CorruptRecordError(StoreError, DecodeError):
-    """A stored record that does not decode. ``record`` names its key; ``generation`` is what
-    its generation field holds (0 when unreadable), so a move can overwrite it (also a
-    DecodeError: readers that keep what they hold on a bad record keep doing so)."""
-
-    def __init__(self, record: str, generation: int, detail: str) -> None:
-        super().__init__(f"record {record} is corrupt ({detail}); overwrite it with a rollout, "
-                         "a rollback or `cachectl plan disable`")  # fmt: skip
-        self.record = record
-        self.generation = generation
-
-
-class PlanInUseError(StoreError):
-    """A plan that may not be deleted: the active version or the rollback target."""
-
-
-class PlanMismatchError(StoreError):
-    """A version id is already stored with other content (a hash collision or a forged id)."""
+__all__ = [
+    "ClusterStore",
+    "ConflictError",
+    "CorruptRecordError",
+    "Hint",
+    "HintKind",
+    "HintSource",
+    "LeaseStore",
+    "PlanInUseError",
+    "PlanMismatchError",
+    "PlanNotFoundError",
+    "PlanStore",
+    "ReportRecord",
+    "StoreError",
+    "StoreUnavailableError",
+    "TelemetryStore",
+]
 
 
 class PlanStore(ABC):
@@ -284,31 +271,3 @@ class LeaseStore(ABC):
 
     @abstractmethod
     async def holder(self, name: str) -> str | None: ...
-
-
-class HintKind(StrEnum):
-    """What a hint says to re-read; the value is the channel suffix on Redis."""
-
-    TABLE = "table"  # payload: the new generation
-    LOAD = "load"  # payload: the LoadSnapshot
-    POOLS = "pools"  # payload: the new pool
-    # The first hint of every subscription: re-read everything, since hints published before it
-    # were missed.
-    RESYNC = "resync"
-
-
-@dataclass(frozen=True)
-class Hint:
-    """A pub/sub nudge: re-read something (:class:`HintKind` says what)."""
-
-    kind: HintKind
-    pool: str
-    payload: bytes
-
-
-class HintSource(ABC):
-    """Pushes hints for the given pools (and pool additions) until the iterator is closed."""
-
-    @abstractmethod
-    def subscribe(self, pools: Sequence[str] | None) -> AsyncIterator[Hint]:
-        """Hints for ``pools`` (all pools when None)."""

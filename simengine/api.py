@@ -27,8 +27,9 @@ from typing import Any
 from aiohttp import web
 
 from simengine.protocol import ApiError, ParsedRequest, parse_request
-from simengine.realtime_engine import RequestTooLargeError, SimEngine, Ticket
+from simengine.realtime_engine import SimEngine
 from simengine.responses import chunk_body, completion_body, token_text, usage, usage_chunk
+from simengine.tickets import RequestTooLargeError, Ticket
 from simengine.vllm_metrics import EngineMetrics
 
 _CLIENT_GONE = (ConnectionError,)  # includes aiohttp's ClientConnectionResetError

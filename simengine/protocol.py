@@ -32,7 +32,7 @@ from typing import Any
 
 from dataplane.core.keys import chain_block, prompt_blocks
 from sim.types import BLOCK_TOKENS
-from simengine.realtime_engine import EngineRequest
+from simengine.tickets import EngineRequest
 
 BYTES_PER_TOKEN = 4
 DEFAULT_MAX_TOKENS = 16

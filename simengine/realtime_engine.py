@@ -24,7 +24,6 @@ import contextlib
 import itertools
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from sim.engine_model import EngineProfile
 from sim.kvcache import PrefixCache
@@ -32,65 +31,10 @@ from sim.node import Job, Node
 from sim.types import SimRequest
 from simengine.kv_events import KvEventPublisher
 from simengine.stats import EngineStats
+from simengine.tickets import EngineRequest, RequestTooLargeError, Ticket
 
 DEFAULT_MAX_LAG_S = 1.0
 MAX_SLOWDOWN = 1000.0
-
-
-class RequestTooLargeError(ValueError):
-    """A request whose KV footprint (prompt + output blocks) exceeds the whole cache."""
-
-
-class EngineStoppedError(RuntimeError):
-    """The engine stopped before the request finished."""
-
-
-@dataclass(frozen=True, slots=True)
-class EngineRequest:
-    """What the engine model needs of a request: its prompt blocks and token counts."""
-
-    blocks: tuple[int, ...]
-    prompt_tokens: int
-    output_tokens: int
-    key: str = ""
-
-
-class Ticket:
-    """One submitted request: events for its first and last token, and the wall times."""
-
-    __slots__ = (
-        "done",
-        "error",
-        "finished_wall",
-        "first_index",
-        "first_token",
-        "first_token_wall",
-        "job",
-        "submitted_wall",
-    )
-
-    def __init__(self, job: Job, submitted_wall: float) -> None:
-        self.job = job
-        self.submitted_wall = submitted_wall
-        self.first_token = asyncio.Event()
-        self.done = asyncio.Event()
-        self.first_index = -1  # engine step index that produced the first token
-        self.first_token_wall = -1.0
-        self.finished_wall = -1.0
-        self.error: str | None = None
-
-    @property
-    def prompt_tokens(self) -> int:
-        return self.job.prompt
-
-    @property
-    def output_tokens(self) -> int:
-        return self.job.output
-
-    @property
-    def cached_tokens(self) -> int:
-        """Prompt tokens served from the prefix cache (decided when the request was admitted)."""
-        return self.job.cached
 
 
 class SimEngine:
@@ -132,7 +76,7 @@ class SimEngine:
             self._task = asyncio.get_running_loop().create_task(self._run(), name="sim-engine")
 
     async def stop(self) -> None:
-        """Stop stepping; requests still in flight end with :class:`EngineStoppedError`."""
+        """Stop stepping; requests still in flight end with ``EngineStoppedError`` (tickets)."""
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -13,10 +13,11 @@ leader runs one round per pool whose mode is on:
    (:func:`controlplane.lifecycle.shadow.shadow_plan`, with the configured budget ``--shadow-*``),
    which records the verdict on the version;
 4. roll out a plan that did not fail through the normal path
-   (:func:`controlplane.lifecycle.plans.rollout`, every rollout gate included, none skipped: the
-   shadow gate decides on an inconclusive verdict by the operator's ``--shadow-inconclusive``
-   rule), as ``automatic-mode``, compare-and-set against the generation read at the round's start
-   (a pointer moved meanwhile, by an operator or the guard, wins); a failing or refused one stays
+   (:func:`controlplane.lifecycle.pointer_moves.rollout`, every rollout gate included, none
+   skipped: the shadow gate decides on an inconclusive verdict by the operator's
+   ``--shadow-inconclusive`` rule), as ``automatic-mode``, compare-and-set against the
+   generation read at the round's start (a pointer moved meanwhile, by an operator or the
+   guard, wins); a failing or refused one stays
    stored, not active. A rollout of this mode that the guard has not yet picked up
    also makes the next round wait (the guard ticks every second, a round may start sooner).
 
@@ -37,7 +38,7 @@ from controlplane.cluster.nodes import Liveness
 from controlplane.errors import PreconditionError
 from controlplane.lifecycle.live_guard import AUTO_ACTOR
 from controlplane.lifecycle.live_plan import BuildRequest, PlanDefaults, build_live_plan
-from controlplane.lifecycle.plans import rollout
+from controlplane.lifecycle.pointer_moves import rollout
 from controlplane.lifecycle.rollout_gates import ActivationRefusedError, RolloutGate
 from controlplane.lifecycle.shadow import ShadowBudget, shadow_plan
 from controlplane.metrics import ControlPlaneMetrics

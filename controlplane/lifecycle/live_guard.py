@@ -36,7 +36,7 @@ from cacheroute_state import Stores
 from cacheroute_state.interfaces import ConflictError
 from controlplane.core.ttft_window import TtftWindows, WindowQuantile
 from controlplane.errors import PreconditionError
-from controlplane.lifecycle.plans import disable, rollback
+from controlplane.lifecycle.pointer_moves import disable, rollback
 from controlplane.lifecycle.rollout_gates import ActivationRefusedError, RolloutGate
 from controlplane.metrics import ControlPlaneMetrics
 

@@ -21,15 +21,8 @@ from controlplane.lifecycle.fleet_profile import (
     get_profile_status,
 )
 from controlplane.lifecycle.live_plan import BuildRequest, PlanDefaults, build_live_plan
-from controlplane.lifecycle.plans import (
-    disable,
-    get_plan,
-    import_plan,
-    list_plans,
-    read_plan,
-    rollback,
-    rollout,
-)
+from controlplane.lifecycle.plans import get_plan, import_plan, list_plans, read_plan
+from controlplane.lifecycle.pointer_moves import disable, rollback, rollout
 from controlplane.lifecycle.retention import DEFAULT_KEEP, prune
 from controlplane.lifecycle.rollout_gates import RolloutGate
 from controlplane.lifecycle.shadow import ShadowBudget, shadow_plan

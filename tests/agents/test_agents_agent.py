@@ -11,7 +11,7 @@ import pytest
 
 from agents.agent import Agent, AgentConfig
 from agents.agent_metrics import AgentMetrics
-from agents.reporter import Backoff
+from agents.dialing import Backoff
 from cacheroute.v1 import agent_pb2
 from tests.support.agents import (
     DIALECT_SAMPLES,

@@ -17,7 +17,7 @@ import pytest
 
 from agents.agent import Agent, AgentConfig
 from agents.agent_metrics import AgentMetrics
-from agents.reporter import Backoff
+from agents.dialing import Backoff
 from cacheroute.v1 import agent_pb2
 from cacheroute_state.interfaces import ReportRecord
 from controlplane.config import ControlPlaneConfig

@@ -11,15 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from agents.__main__ import (
-    ConfigError,
-    agent_configs,
-    client_tls,
-    engine_endpoints,
-    main,
-    parse_args,
-)
+from agents.__main__ import main, parse_args
 from agents.agent import AgentConfig
+from agents.engine_settings import ConfigError, agent_configs, client_tls, engine_endpoints
 from cacheroute.v1 import agent_pb2
 from servekit.options import SettingsError
 from tests.support.agents import ControlPlaneStub, EngineStub, controlplane, wait_until

@@ -9,7 +9,8 @@ import time
 import pytest
 
 from agents.agent_metrics import AgentMetrics, NodeMetrics
-from agents.reporter import Backoff, Reporter
+from agents.dialing import Backoff
+from agents.reporter import Reporter
 from cacheroute.v1 import agent_pb2
 from tests.support.agents import (
     ControlPlaneStub,

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from agents.__main__ import ConfigError, controlplanes, read_token
 from agents.agent_metrics import AgentMetrics
+from agents.engine_settings import ConfigError, controlplanes, read_token
 from agents.reporter import Reporter
 from cacheroute_state.urls import redacted as redact_url
 

@@ -9,7 +9,8 @@ from collections.abc import AsyncIterator
 import pytest
 
 from sim.engine_model import LLAMA_8B, LLAMA_70B
-from simengine.realtime_engine import EngineRequest, RequestTooLargeError, SimEngine, Ticket
+from simengine.realtime_engine import SimEngine
+from simengine.tickets import EngineRequest, RequestTooLargeError, Ticket
 
 
 @pytest.fixture

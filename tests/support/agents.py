@@ -3,7 +3,7 @@
 The engine stub is a real aiohttp server on port 0 that serves a sample from
 tests/data/metrics/ (which sample can change between scrapes). The control plane is a real
 ``grpc.aio`` server (servekit's GrpcServer) with a minimal AgentService that records every report;
-it stands in for controlplane/server.py, so an agent test needs neither Redis nor a planner.
+it stands in for controlplane/server/process.py, so an agent test needs neither Redis nor a planner.
 """
 
 from __future__ import annotations

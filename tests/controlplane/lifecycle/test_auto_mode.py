@@ -19,7 +19,7 @@ from controlplane.cluster.nodes import Liveness
 from controlplane.lifecycle.auto_mode import AutoPilot
 from controlplane.lifecycle.live_guard import AUTO_ACTOR
 from controlplane.lifecycle.live_plan import PlanDefaults
-from controlplane.lifecycle.plans import rollout
+from controlplane.lifecycle.pointer_moves import rollout
 from controlplane.lifecycle.rollout_gates import DestinationGate
 from controlplane.lifecycle.shadow import ShadowBudget
 from controlplane.lifecycle.verdict_gate import ShadowVerdictGate

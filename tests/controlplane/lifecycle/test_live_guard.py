@@ -15,7 +15,7 @@ from controlplane.lifecycle.live_guard import (
     LiveGuard,
     judge,
 )
-from controlplane.lifecycle.plans import rollout
+from controlplane.lifecycle.pointer_moves import rollout
 from controlplane.metrics import ControlPlaneMetrics
 from tests.support.factories import store_plan
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from cacheroute_state import Stores
-from controlplane.lifecycle.plans import activate
+from controlplane.lifecycle.pointer_moves import activate
 from dataplane.core.router import Router
 from dataplane.core.table import RoutingTable
 from dataplane.sync.table_watcher import TableWatcher

@@ -21,36 +21,28 @@ let in-flight RPCs finish within the grace period, then close Redis (and the emb
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable
 
 import structlog
 
 from cacheroute.v1 import admin_pb2, admin_pb2_grpc, agent_pb2
 from cacheroute_state import Stores, open_stores
-from cacheroute_state.embedded import EmbeddedRedis, EmbeddedRedisError
-from cacheroute_state.interfaces import CorruptRecordError, StoreUnavailableError
+from cacheroute_state.embedded import EmbeddedRedis
 from cacheroute_state.urls import redacted
-from controlplane.cluster.fleet_windows import TICK_S as FLEET_TICK_S
-from controlplane.cluster.fleet_windows import FleetWindowRecorder
-from controlplane.cluster.key_rate_tracker import RateTracker
 from controlplane.cluster.leader import LeaderElector
-from controlplane.cluster.loads import LoadPublisher
 from controlplane.cluster.nodes import Liveness
-from controlplane.cluster.report_sweep import ReportSweeper
 from controlplane.config import ControlPlaneConfig
 from controlplane.core.report_checks import ReportRules, parse_networks
-from controlplane.core.report_expiry import sweep_interval_s
 from controlplane.core.ttft_window import TtftWindows
-from controlplane.errors import PreconditionError
-from controlplane.lifecycle.auto_mode import AutoPilot
 from controlplane.lifecycle.live_guard import GuardSettings, LiveGuard
-from controlplane.lifecycle.live_plan import BuildRequest, PlanDefaults, build_live_plan
+from controlplane.lifecycle.live_plan import PlanDefaults
 from controlplane.lifecycle.residency_watch import WatchLists
-from controlplane.lifecycle.retention import RETENTION_INTERVAL_S, prune_all
 from controlplane.lifecycle.shadow import ShadowBudget
 from controlplane.lifecycle.verdict_gate import standard_gates
 from controlplane.metrics import ControlPlaneMetrics
+from controlplane.server.embedded_store import describe_store, supervise_embedded
+from controlplane.server.leader_loops import cancel_all, plan_all, run_while_leading
+from controlplane.server.leader_work import leader_work
 from controlplane.services.agent_service import AgentServicer
 from controlplane.services.agent_service import add_to_server as add_agent_service
 from controlplane.services.auth import Authenticator, caller_name, load_auth_file
@@ -64,8 +56,6 @@ from servekit.metrics_endpoint import MetricsEndpoint
 from servekit.rpc_guard import RpcGuard
 
 log = structlog.get_logger("controlplane")
-EMBEDDED_CHECK_S = 0.5
-GUARD_INTERVAL_S = 1.0
 
 SERVICE_NAMES = tuple(
     d.services_by_name[name].full_name
@@ -75,24 +65,6 @@ SERVICE_NAMES = tuple(
         (agent_pb2.DESCRIPTOR, "AgentService"),
     )
 )
-
-
-async def _cancel_all(tasks: list[asyncio.Task[None]]) -> None:
-    """Cancel ``tasks`` and wait for them, cancelling again any that swallowed the request (a
-    cancellation racing a client library's own timeout can come back as a timeout error)."""
-    for task in tasks:
-        task.cancel()
-    pending = set(tasks)
-    while pending:
-        done, pending = await asyncio.wait(pending, timeout=0.2)
-        for task in pending:
-            log.info("background task ignored cancellation; cancelling again", task=task.get_name())
-            task.cancel()
-        for task in done:
-            if not task.cancelled() and task.exception() is not None:
-                log.error(
-                    "background task failed", task=task.get_name(), error=repr(task.exception())
-                )
 
 
 class ControlPlane:
@@ -258,88 +230,34 @@ class ControlPlane:
 
     def store_description(self) -> str:
         """The store as `cachectl status` shows it (never with a password)."""
-        text = redacted(self.redis_url)
-        if self.embedded is not None:
-            data_dir = self.embedded.data_dir
-            where = f"AOF in {data_dir}" if data_dir else "not persistent"
-            text += f" (embedded, supervised, {where})"
-        return text
+        return describe_store(self.redis_url, self.embedded)
 
     async def _supervise_embedded(self) -> None:
         """Restart the embedded Redis when it dies (same port, same data): clients reconnect."""
-        embedded = self.embedded
-        assert embedded is not None
-        while not self._stopping:
-            await asyncio.sleep(EMBEDDED_CHECK_S)
-            if embedded.running() or self._stopping:
-                continue
-            log.warning(
-                "embedded redis exited; restarting it",
-                returncode=embedded.returncode,
-                restarts=embedded.restarts,
-            )
-            embedded.restart()
-            try:
-                await asyncio.to_thread(embedded.wait_ready)
-            except EmbeddedRedisError as exc:
-                log.error("embedded redis did not restart; retrying", error=str(exc))
-                await asyncio.sleep(1.0)
-                continue
-            log.info("embedded redis restarted", pid=embedded.pid, redis_url=redacted(embedded.url))
+        assert self.embedded is not None
+        await supervise_embedded(self.embedded, lambda: self._stopping)
 
     def _auth_refused(self, method: str, code: str) -> None:
         self.metrics.auth_refusals.labels(method.rsplit("/", 1)[-1], code).inc()
 
     def _start_loops(self) -> None:
-        assert self.leader is not None and self.stores is not None
-        cfg, stores = self.config, self.stores
-        publisher = LoadPublisher(
-            stores,
-            self.metrics,
-            self.liveness,
-            grace_ms=round(cfg.leader_grace_s * 1000),
-            ttft=self.ttft,
-        )
-        tracker = RateTracker(
-            stores,
-            self.metrics,
-            cfg.rate_half_life_s,
-            cfg.rate_max_keys,
-            ttft=self.ttft,  # the routers' TTFT, for engines that export none (llama.cpp)
-            clock_ms=self.clock,
-        )
-        self._tasks.append(asyncio.create_task(self.leader.run(), name="leader"))
-        self._spawn(
-            "loads", cfg.load_publish_interval_s, lambda t: publisher.publish_all(t, self.clock())
-        )
-        self._spawn("rates", cfg.rate_update_interval_s, tracker.update)
-        if cfg.report_retention_s > 0:
-            retention_ms = round(cfg.report_retention_s * 1000)
-            sweeper = ReportSweeper(stores, self.metrics, self.liveness, retention_ms)
-            every_s = sweep_interval_s(cfg.report_retention_s, cfg.load_publish_interval_s)
-            self._spawn("report-sweep", every_s, lambda _t: sweeper.sweep_all(self.clock()))
-        recorder = FleetWindowRecorder(stores, self.ttft)  # the fleet profile's observations
-        self._spawn("fleet-windows", FLEET_TICK_S, lambda _t: recorder.tick_all(self.clock()))
-        if cfg.plan_interval_s > 0:
-            self._spawn("planner", cfg.plan_interval_s, self._plan_all)
-        guard = self.guard
-        assert guard is not None
-        self._spawn("guard", GUARD_INTERVAL_S, lambda _t: guard.tick(self.clock()))
-        pilot = AutoPilot(
-            stores,
-            self.metrics,
-            defaults=self.defaults,
+        assert self.leader is not None and self.stores is not None and self.guard is not None
+        work = leader_work(
+            self.config,
+            self.stores,
+            metrics=self.metrics,
             liveness=self.liveness,
+            ttft=self.ttft,
+            clock=self.clock,
+            guard=self.guard,
+            defaults=self.defaults,
             gates=self.gates,
             budget=self.budget,
-            profile=cfg.shadow_profile,
+            plan_all=self._plan_all,
         )
-        self._spawn("auto", cfg.auto_interval_s, lambda _t: pilot.round_all(self.clock()))
-        if cfg.plan_retention > 0:
-            keep = cfg.plan_retention
-            self._spawn(
-                "retention", RETENTION_INTERVAL_S, lambda _t: prune_all(stores, keep, self.clock())
-            )
+        self._tasks.append(asyncio.create_task(self.leader.run(), name="leader"))
+        for name, interval_s, tick in work:
+            self._spawn(name, interval_s, tick)
 
     def _spawn(
         self, name: str, interval_s: float, work: Callable[[int], Awaitable[object]]
@@ -353,43 +271,24 @@ class ControlPlane:
     ) -> None:
         """Run ``work(term)`` every ``interval_s`` while this instance leads (fixed rate)."""
         assert self.leader is not None
-        next_at = time.monotonic()
-        while not self._stopping:
-            if self.leader.is_leader:
-                try:
-                    await work(self.leader.term)
-                except (StoreUnavailableError, CorruptRecordError) as exc:  # no traceback a tick
-                    self.metrics.loop_errors.labels(name).inc()
-                    log.warning("leader loop failed", loop=name, error=str(exc))
-                except Exception:
-                    self.metrics.loop_errors.labels(name).inc()
-                    log.exception("leader loop failed", loop=name)
-            next_at = max(next_at + interval_s, time.monotonic())
-            await asyncio.sleep(next_at - time.monotonic())
+        await run_while_leading(
+            self.leader, self.metrics, name, interval_s, work, lambda: self._stopping
+        )
 
     async def _plan_all(self, term: int) -> None:
         assert self.stores is not None
-        for pool in await self.stores.plans.pools():
-            request = BuildRequest(pool=pool, actor="planner", note="periodic build")
-            try:
-                built = await build_live_plan(
-                    self.stores,
-                    request,
-                    defaults=self.defaults,
-                    liveness=self.liveness,
-                    metrics=self.metrics,
-                    trigger="interval",
-                    now_ms=self.clock(),
-                )
-            except PreconditionError as exc:
-                log.debug("periodic plan skipped", pool=pool, reason=str(exc))
-                continue
-            log.info("periodic plan stored", pool=pool, version=built.metadata.version)
+        await plan_all(
+            self.stores,
+            defaults=self.defaults,
+            liveness=self.liveness,
+            metrics=self.metrics,
+            clock=self.clock,
+        )
 
     async def stop(self) -> None:
         """Graceful stop (see the module docstring); safe to call twice."""
         self._stopping = True
-        await _cancel_all(self._tasks)
+        await cancel_all(self._tasks)
         self._tasks.clear()
         if self.leader is not None:
             await self.leader.release()
