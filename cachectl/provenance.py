@@ -32,6 +32,7 @@ def git_commit() -> str:
 
 
 def provenance(started: datetime) -> dict[str, str]:
+    """Take it when the run starts: the checkout may move while a long study runs."""
     return {"git_commit": git_commit(), "started_at": started.isoformat(timespec="seconds")}
 
 

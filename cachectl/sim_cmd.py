@@ -129,7 +129,7 @@ def _study(args: argparse.Namespace, policies: tuple[str, ...], title: str) -> i
         print("\r" + progress_bar(done, total, time.perf_counter() - started), end="",
               file=sys.stderr)  # fmt: skip
 
-    started_at = provenance.now()
+    origin = provenance.provenance(provenance.now())  # the code as loaded, before the run
     records = run_study(
         workload, policies, settings, ladder=ladder, seeds=seeds, jobs=args.jobs,
         progress=progress,
@@ -152,7 +152,7 @@ def _study(args: argparse.Namespace, policies: tuple[str, ...], title: str) -> i
     if out or to_stdout:
         document = study_document(
             args.workload, policies, ladder, seeds, slos, ref_qps, settings, records, elapsed
-        ) | {"provenance": provenance.provenance(started_at)}
+        ) | {"provenance": origin}
         if out:
             Path(out).write_text(json.dumps(document, indent=1) + "\n")
         if to_stdout:
