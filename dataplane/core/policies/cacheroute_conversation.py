@@ -43,14 +43,13 @@ from collections.abc import Sequence
 
 from dataplane.core.keys import hash_key
 from dataplane.core.load_view import LoadView, NodeSet
-from dataplane.core.policies.base import Decision, Reason, Request, least_loaded
+from dataplane.core.policies.base import Decision, Reason, Request
 from dataplane.core.policies.cacheroute_online import (
     EPSILON,
     SPREAD,
     TAIL,
     CacheRouteOnlinePolicy,
 )
-from dataplane.core.policies.chwbl import load_bound
 from dataplane.core.policies.conversation_memory import ConversationMemory
 from dataplane.core.policies.ring import VNODES
 
@@ -114,33 +113,16 @@ class CacheRouteConversationPolicy(CacheRouteOnlinePolicy):
             self._salted = nodes
         return self._salts
 
-    def choose(self, request: Request, view: LoadView) -> Decision:
+    def _warm(
+        self, request: Request, view: LoadView, eligible: Sequence[int], bound: int
+    ) -> Decision:
+        """The online step's preamble chose ``eligible``; the conversation picks among them."""
         loads = view.loads
-        if view.all_eligible:
-            bound = _ceil(self._factor * (sum(loads) + 1.0) / len(loads))
-        else:
-            bound = load_bound(view, self.epsilon)
-        session = request.session
-        if session >= 0 and loads[session] + 1.0 <= bound and view.is_eligible(session):
-            return _new(Decision, (session, Reason.SESSION))
-        table = view.table
-        members = None if table is None else table.members(request.key_hash)
-        if members is None:
-            return self._tail(request, view, bound, Reason.NO_TABLE if table is None else None)
-        if view.all_eligible and -1 not in members:
-            eligible: Sequence[int] = members
-        else:
-            eligible = [m for m in members if view.is_eligible(m)]
-            if not eligible:
-                return self._tail(request, view, bound, Reason.FALLBACK_UNHEALTHY)
         limit = bound - 1.0
         flow = flow_hash(request.flow)
         self._flow = (request.flow, flow)  # observe reads it back instead of hashing again
         if flow == 0:  # no identity: the online step's warm rule
-            best = eligible[0] if len(eligible) == 1 else least_loaded(view, eligible, request[0])
-            if loads[best] <= limit:
-                return _new(Decision, (best, Reason.WARM))
-            return Decision(self._spill(request, view, bound), Reason.SPILL)
+            return super()._warm(request, view, eligible, bound)
         memory = self.memory
         if memory is not None:
             if memory.nodes_id != id(view.nodes):

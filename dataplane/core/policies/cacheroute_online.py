@@ -123,8 +123,14 @@ class CacheRouteOnlinePolicy(Policy):
             eligible = [m for m in members if view.is_eligible(m)]
             if not eligible:
                 return self._tail(request, view, bound, Reason.FALLBACK_UNHEALTHY)
+        return self._warm(request, view, eligible, bound)
+
+    def _warm(
+        self, request: Request, view: LoadView, eligible: Sequence[int], bound: int
+    ) -> Decision:
+        """A warm key with eligible members: the least loaded within the bound, else a spill."""
         best = eligible[0] if len(eligible) == 1 else least_loaded(view, eligible, request.key_hash)
-        if loads[best] + 1.0 <= bound:
+        if view.loads[best] + 1.0 <= bound:
             return _new(Decision, (best, Reason.WARM))
         return Decision(self._spill(request, view, bound), Reason.SPILL)
 
