@@ -36,7 +36,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from dataplane.core.load_view import LoadView, NoEligibleNodeError
-from dataplane.core.policies.base import Decision, Reason, Request
+from dataplane.core.policies.base import Decision, Reason, Request, least_loaded
 from dataplane.core.policies.prefix_history import PrefixHistoryPolicy
 from dataplane.core.policies.sglang import (
     BALANCE_ABS_THRESHOLD,
@@ -44,17 +44,6 @@ from dataplane.core.policies.sglang import (
     CACHE_THRESHOLD,
     MAX_BLOCKS_PER_NODE,
 )
-
-
-def least_loaded_of(nodes: Sequence[int], loads: Sequence[float]) -> int:
-    """Least-loaded node of ``nodes``; ties go to the first listed."""
-    best = nodes[0]
-    best_load = loads[best]
-    for node in nodes:
-        load = loads[node]
-        if load < best_load:
-            best, best_load = node, load
-    return best
 
 
 class _Gate:
@@ -70,16 +59,18 @@ class _Gate:
 
 
 def select_final(
-    candidates: Sequence[int], eligible: Sequence[int], loads: Sequence[float], gate: _Gate
+    candidates: Sequence[int], eligible: Sequence[int], view: LoadView, gate: _Gate
 ) -> Decision:
-    """``select_final_from_affinity``: a safe candidate, else a safe spill target, else any."""
+    """``select_final_from_affinity``: a safe candidate, else a safe spill target, else any
+    (each the least loaded, ties to the first listed: :func:`.base.least_loaded`)."""
+    loads = view.loads
     if not candidates:
-        return Decision(least_loaded_of(eligible, loads), Reason.CACHE_MISS)
+        return Decision(least_loaded(view, eligible), Reason.CACHE_MISS)
     safe = [n for n in candidates if not gate.spills(loads[n])]
     if safe:
-        return Decision(least_loaded_of(safe, loads), Reason.CACHE_MATCH)
+        return Decision(least_loaded(view, safe), Reason.CACHE_MATCH)
     cool = [n for n in eligible if not gate.spills(loads[n])]
-    return Decision(least_loaded_of(cool or eligible, loads), Reason.BALANCE)
+    return Decision(least_loaded(view, cool or eligible), Reason.BALANCE)
 
 
 class SmgPolicy(PrefixHistoryPolicy):
@@ -119,7 +110,7 @@ class SmgPolicy(PrefixHistoryPolicy):
         if not eligible:
             raise NoEligibleNodeError("no healthy, undrained node")
         found = self.candidates(request, view)
-        return select_final(found, eligible, view.loads, self.gate(view, eligible))
+        return select_final(found, eligible, view, self.gate(view, eligible))
 
 
 class SmgEventsPolicy(SmgPolicy):
