@@ -74,7 +74,9 @@ class Router:
         outliers: OutlierConfig | None = None,
         probes: ProbeConfig | None = None,
     ) -> None:
-        make_policy(policy, seed=seed)  # fail at start on an unknown name
+        # fail at start on an unknown name; whether its policy reads conversations (the doors
+        # derive a request's conversation id only then)
+        self.uses_sessions = make_policy(policy, seed=seed).needs_session
         self.policy_name = policy
         self.seed = seed
         self.correction_horizon_s = correction_horizon_s

@@ -109,5 +109,9 @@ class PickerContext:
         self.metrics = ExtProcMetrics(registry)
         self.feedback = feedback or HealthFeedback(router, health, lambda _c: "", registry)
         self.budget = BodyBudget(config.max_buffered_bytes, registry)
-        self.rules = KeyRules(key_from_user=config.key_from_user, key_headers=config.key_headers)
+        self.rules = KeyRules(
+            key_from_user=config.key_from_user,
+            key_headers=config.key_headers,
+            conversations=router.uses_sessions,
+        )
         self.rng = random.Random(config.seed)

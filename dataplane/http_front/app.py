@@ -98,6 +98,7 @@ class HttpFront:
             key_from_user=config.key_from_user,
             model_pools=config.model_pools,
             key_headers=config.key_headers,
+            conversations=router.uses_sessions,
         )
         self.upstream = Upstream(
             connect_timeout_s=config.connect_timeout_s,

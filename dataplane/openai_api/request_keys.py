@@ -64,6 +64,7 @@ class KeyRules:
     key_from_user: bool = False
     model_pools: Mapping[str, str] = field(default_factory=dict)
     key_headers: tuple[str, ...] = DEFAULT_KEY_HEADERS  # lower case, first present wins
+    conversations: bool = True  # derive session_id (only session-aware policies read it)
 
 
 @dataclass(frozen=True)
@@ -119,7 +120,7 @@ def front_request(
         cache_salt=salt,
         request_id=request_id,
         session_token=_session_token(headers),
-        session_id=conversation_id(body, headers, endpoint),
+        session_id=conversation_id(body, headers, endpoint) if rules.conversations else "",
     )
     try:
         route = parse_request(message)
@@ -147,7 +148,7 @@ def header_request(
         pool=headers.get(POOL_HEADER, ""),
         key=key,
         request_id=request_id,
-        session_id=conversation_id({}, headers, ""),
+        session_id=conversation_id({}, headers, "") if rules.conversations else "",
     )
     try:
         route = parse_request(message)

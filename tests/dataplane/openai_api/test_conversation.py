@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from dataplane.openai_api.conversation import MAX_SESSION_ID, conversation_id
+from dataplane.openai_api.request_keys import KeyRules, front_request
 
 SYSTEM = {"role": "system", "content": "You are the billing assistant of ACME. " * 50}
 
@@ -80,3 +81,13 @@ def test_requests_without_turns_have_no_identity() -> None:
     assert conversation_id({"messages": [SYSTEM]}, {}, "chat") == ""  # no user turn yet
     assert conversation_id({"messages": "not a list"}, {}, "chat") == ""
     assert conversation_id({"messages": [SYSTEM, "junk"]}, {}, "chat") == ""
+
+
+def test_the_doors_derive_it_only_for_a_policy_that_reads_it() -> None:
+    body = chat("Why was I charged twice?")
+    rules = KeyRules()
+    named = front_request(body, {}, endpoint="chat", rules=rules, request_id="r")
+    assert named.route.message.session_id.startswith("m:")
+    rules = KeyRules(conversations=False)  # the paper's policy never reads it: not computed
+    plain = front_request(body, {}, endpoint="chat", rules=rules, request_id="r")
+    assert plain.route.message.session_id == ""
