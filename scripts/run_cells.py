@@ -1,12 +1,14 @@
 """Run single (seed, QPS) cells of a capacity study, saving each run as it finishes (issue 22).
 
     nice -n 10 .venv/bin/python scripts/run_cells.py OUT.json PROFILE POLICY SEED:QPS... \
-        [routers=N] [front=key] [tree_sync_s=S] [param.NAME=VALUE]
+        [routers=N] [front=key] [tree_sync_s=S] [echo=off] [param.NAME=VALUE]
 
 For a machine too busy for a whole study in one process: the steady-state protocol, settings and
 q_cap of ``cachectl sim capacity --workload paper --profile PROFILE`` (q_cap as every study
 measured it), one cell at a time, each appended to OUT.json (``runs``, the study JSON's format)
 when done, so cells can run in several processes and a stopped session keeps what finished.
+``echo=off``: clients do not echo session tokens (``cachectl sim capacity --no-session-echo``).
+Each cell prints its p99, KV hit and imbalance as it finishes.
 """
 
 from __future__ import annotations
@@ -24,6 +26,16 @@ from sim.workloads.registry import make_workload
 Q_CAP = {"paper-testbed": 3.055, "llama-3.3-70b-fp8-tp2-h100": 20.25}
 
 
+def _number(text: str) -> int | float | str:
+    """A parameter's value as the policy takes it: an int, a float, else the text."""
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
 def main() -> int:
     out, profile, policy, *rest = sys.argv[1:]
     cells = [c for c in rest if "=" not in c]
@@ -32,7 +44,9 @@ def main() -> int:
     for item in (c for c in rest if "=" in c):
         name, _, value = item.partition("=")
         if name.startswith("param."):
-            params[name.removeprefix("param.")] = value
+            params[name.removeprefix("param.")] = _number(value)
+        elif name == "echo":
+            extra["echo_tokens"] = value != "off"
         else:
             extra[name] = value if name == "front" else float(value)
     if "routers" in extra:
@@ -53,7 +67,12 @@ def main() -> int:
         document = {"profile": profile, "q_cap": settings.q_cap, "settings": extra,
                     "policy_params": params, "runs": runs}  # fmt: skip
         path.write_text(json.dumps(document, indent=1) + "\n")
-        print(f"{policy} seed {seed} @ {qps}: p99 {record.metrics.ttft_p99_s:.2f} s", flush=True)
+        m = record.metrics
+        print(
+            f"{policy} {params} seed {seed} @ {qps}: p99 {m.ttft_p99_s:.3f} s, "
+            f"hit {m.kv_hit:.2%}, imbalance {m.imbalance:.3f}",
+            flush=True,
+        )
     return 0
 
 

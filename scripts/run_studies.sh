@@ -81,6 +81,25 @@ for study in "$@"; do
           "${q[@]}" --policies cacheroute_conversation,smg --ladder 140,160 --ref-qps 140 ;;
         *) echo "unknown study $study" >&2; exit 2 ;;
       esac ;;
+    balanced-*)  # issue 30, second round: cacheroute_balanced on the HELD-OUT seeds 4-6, clients
+      # not echoing tokens (first_epsilon frozen on seeds 2-3 before any of these ran); the
+      # other policies' numbers are the stored issue30-* and earlier runs on the same seeds
+      q=(--no-session-echo --seeds 4,5,6 --policies cacheroute_balanced)
+      case ${study#balanced-} in
+        table1) run balanced_table1 capacity "${testbed[@]}" --q-cap 3.0546875 "${q[@]}" \
+          --ladder 100,140,160,180 --ref-qps 100 ;;
+        public) run balanced_public capacity --workload paper --profile llama-3.3-70b-fp8-tp2-h100 \
+          --q-cap 20.25 "${q[@]}" --ladder 800,900,1000 --ref-qps 800 ;;
+        topk256) run balanced_topk256 capacity "${testbed[@]}" --top-k 256 --q-cap 2.671875 \
+          "${q[@]}" --ladder 100,140,160 --ref-qps 100 ;;
+        gamma) run balanced_gamma capacity "${testbed[@]}" --option arrival=gamma --option cv=1.9 \
+          --q-cap 2.0 "${q[@]}" --ladder 100,140,160 --ref-qps 100 ;;
+        routers16) run balanced_routers16 capacity "${testbed[@]}" --routers 16 --q-cap 3.0546875 \
+          "${q[@]}" --ladder 120,140,150,160 --ref-qps 140 ;;
+        echo) run balanced_echo capacity "${testbed[@]}" --q-cap 3.0546875 --seeds 4,5,6 \
+          --policies cacheroute_balanced --ladder 100,140,160,180 --ref-qps 100 ;;
+        *) echo "unknown study $study" >&2; exit 2 ;;
+      esac ;;
     online5-*)  # issue 22, this round: every at-a-glance row on the paper's five seeds (2-3 tuned
       # the frozen parameters, 4-6 held out), with q_cap as each row's study measured it
       case ${study#online5-} in

@@ -52,8 +52,14 @@ from sim.types import SimRequest
 
 CANDIDATE, BASELINE = "cacheroute", "flat"  # the two sides' names in the report
 # The LPT-plan policies a candidate can be replayed with (ShadowSettings.policy): the paper's
-# dispatch, its online step and conversation affinity (docs/components/policies.md).
-PLAN_POLICIES = ("cacheroute", "cacheroute_online", "cacheroute_conversation")
+# dispatch, its online step, conversation affinity with one bound or two
+# (docs/components/policies.md).
+PLAN_POLICIES = (
+    "cacheroute",
+    "cacheroute_online",
+    "cacheroute_conversation",
+    "cacheroute_balanced",
+)
 
 
 class ShadowError(ValueError):

@@ -50,6 +50,7 @@ from dataplane.core.policies.cacheroute_online import (
     TAIL,
     CacheRouteOnlinePolicy,
 )
+from dataplane.core.policies.chwbl import load_bound
 from dataplane.core.policies.conversation_memory import ConversationMemory
 from dataplane.core.policies.ring import VNODES
 
@@ -98,11 +99,16 @@ class CacheRouteConversationPolicy(CacheRouteOnlinePolicy):
         tail: str = TAIL,
         vnodes: int = VNODES,
         remember: int = REMEMBER,
+        first_epsilon: float | None = None,
     ) -> None:
         super().__init__(seed=seed, epsilon=epsilon, spread=spread, tail=tail, vnodes=vnodes)
         if remember < 0:
             raise ValueError(f"remember must be >= 0, got {remember}")
+        if first_epsilon is not None and not (0 <= first_epsilon <= epsilon):
+            raise ValueError(f"first_epsilon must be in [0, {epsilon}], got {first_epsilon}")
         self.memory = ConversationMemory(remember) if remember else None
+        # The bound of rule 3 (a conversation this router does not remember); None: the bound.
+        self.first_epsilon = first_epsilon
         self._salted: NodeSet | None = None  # the NodeSet the rendezvous salts belong to
         self._salts: tuple[int, ...] = ()
         self._flow: tuple[int | str, int] = (0, 0)  # (Request.flow, its hash) of the last choose
@@ -130,10 +136,20 @@ class CacheRouteConversationPolicy(CacheRouteOnlinePolicy):
             last = memory.get(flow)
             if last >= 0 and loads[last] <= limit and view.is_eligible(last):
                 return _new(Decision, (last, Reason.SESSION))
+        if self.first_epsilon is not None:
+            limit = min(limit, self._first_bound(view) - 1.0)
         best = rendezvous_first(flow, eligible, self._node_salts(view.nodes), loads, limit)
         if best >= 0:
             return _new(Decision, (best, Reason.WARM))
         return Decision(self._spill(request, view, bound), Reason.SPILL)
+
+    def _first_bound(self, view: LoadView) -> int:
+        """The load bound at ``first_epsilon`` (the online step's formula, a tighter factor)."""
+        assert self.first_epsilon is not None
+        loads = view.loads
+        if view.all_eligible:
+            return _ceil((1.0 + self.first_epsilon) * (sum(loads) + 1.0) / len(loads))
+        return load_bound(view, self.first_epsilon)
 
     def observe(self, request: Request, decision: Decision, view: LoadView) -> None:
         """Remember where the conversation went (warm keys; the tail keeps the key's ring home)."""

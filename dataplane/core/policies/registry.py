@@ -10,6 +10,7 @@ from dataplane.core.policies.cacheroute import (
     CacheRoutePolicy,
     ReplicateRandomPolicy,
 )
+from dataplane.core.policies.cacheroute_balanced import CacheRouteBalancedPolicy
 from dataplane.core.policies.cacheroute_conversation import CacheRouteConversationPolicy
 from dataplane.core.policies.cacheroute_online import CacheRouteOnlinePolicy
 from dataplane.core.policies.chwbl import ChwblPolicy
@@ -34,6 +35,7 @@ POLICIES: dict[str, type[Policy]] = {
         ReplicateRandomPolicy,
         CacheRouteOnlinePolicy,
         CacheRouteConversationPolicy,
+        CacheRouteBalancedPolicy,
         SmgPolicy,
         SmgEventsPolicy,
     )
@@ -43,8 +45,9 @@ POLICIES: dict[str, type[Policy]] = {
 BASELINES = ("flat", "sticky", "chwbl", "dualmap", "preble", "sglang", "cacheroute")
 ABLATIONS = ("affinity_only", "replicate_random")
 # Beyond the paper: the bounded, session-aware online step (issue 22) and conversation affinity
-# without client help (issue 30).
-EXTENSIONS = ("cacheroute_online", "cacheroute_conversation")
+# without client help, with a tighter bound for placing a conversation than for keeping one
+# (issue 30).
+EXTENSIONS = ("cacheroute_online", "cacheroute_conversation", "cacheroute_balanced")
 # The 2026 baselines (issue 30): the SGLang model gateway's current rule, and its KV-event mode
 # (standing for the KV-event routers: SMG events, Dynamo's KV router, llm-d's precise scorer).
 BASELINES_2026 = ("smg", "smg_events")

@@ -1,0 +1,61 @@
+"""Conversation affinity with a tighter bound where it is cheap to move (issue 30).
+
+:mod:`.cacheroute_conversation` uses one load bound, ``ceil(1.75 (total + 1)/n)``, for two
+different choices. Keeping a *continuing* conversation on the node that holds its history saves
+the whole history's prefill, which is worth queueing for: a loose bound. Placing a conversation
+this router has *not* seen (its first turn, or a turn whose history another router placed) risks
+only the key's shared prefix, which a warm key's other members and its spill nodes already hold:
+queueing there for it is what made the plan's members run hot (imbalance 1.14 at Table 1's knee,
+where SGLang-style's is 1.05-1.11, at the same hit rate). This policy keeps the loose bound for
+the session token and this router's memory and places unseen conversations under a tighter one,
+``first_epsilon`` (0.25, CHWBL's own factor):
+
+1. **Session token** (when echoed) and **this router's memory**: within ``ceil(1.75 (total+1)/n)``.
+2. **Rendezvous** of the conversation among the key's members within
+   ``ceil(1.25 (total + 1)/n)``.
+3. **Spill** (the online step's ring spill, by the conversation's hash) within the loose bound.
+
+Rules 1-3 are :class:`.cacheroute_conversation.CacheRouteConversationPolicy`'s with
+``first_epsilon`` set; cold keys take the online step's CHWBL tail. Two routers given the same
+table, loads and request decide the same (the memory aside, as there).
+
+``FIRST_EPSILON`` was chosen on tuning seeds 2-3 only (Table 1 on ``paper-testbed`` at 160 QPS,
+clients not echoing tokens; 0, 0.1, 0.25 and 0.5 tried; docs/results.md §7) and frozen before any
+held-out run; ε, spread, tail and ``remember`` are the frozen values of the policies it extends.
+"""
+
+from __future__ import annotations
+
+from dataplane.core.policies.cacheroute_conversation import (
+    REMEMBER,
+    CacheRouteConversationPolicy,
+)
+from dataplane.core.policies.cacheroute_online import EPSILON, SPREAD, TAIL
+from dataplane.core.policies.ring import VNODES
+
+FIRST_EPSILON = 0.25
+
+
+class CacheRouteBalancedPolicy(CacheRouteConversationPolicy):
+    name = "cacheroute_balanced"
+
+    def __init__(
+        self,
+        *,
+        seed: int = 0,
+        epsilon: float = EPSILON,
+        spread: int = SPREAD,
+        tail: str = TAIL,
+        vnodes: int = VNODES,
+        remember: int = REMEMBER,
+        first_epsilon: float = FIRST_EPSILON,
+    ) -> None:
+        super().__init__(
+            seed=seed,
+            epsilon=epsilon,
+            spread=spread,
+            tail=tail,
+            vnodes=vnodes,
+            remember=remember,
+            first_epsilon=first_epsilon,
+        )
