@@ -98,7 +98,7 @@ def connect(url: str) -> aioredis.Redis:
         }
         if parsed.sentinel_password:
             sentinel_kwargs["password"] = parsed.sentinel_password
-        sentinel = Sentinel(  # type: ignore[no-untyped-call]
+        sentinel = Sentinel(  # type: ignore[no-untyped-call, unused-ignore]
             list(parsed.sentinels), sentinel_kwargs=sentinel_kwargs
         )
         client: aioredis.Redis = sentinel.master_for(

@@ -55,4 +55,4 @@ class RedisHintSource(HintSource):
             raise StoreUnavailableError(f"redis subscription lost: {exc}") from exc
         finally:
             with contextlib.suppress(RedisError, OSError):
-                await pubsub.aclose()  # type: ignore[no-untyped-call]
+                await pubsub.aclose()  # type: ignore[no-untyped-call, unused-ignore]
