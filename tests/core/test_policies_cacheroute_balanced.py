@@ -88,7 +88,7 @@ def test_every_member_over_the_tight_bound_spills_within_the_loose_one() -> None
     """The online step's ring spill, which may land on a member: the ring holds every node."""
     loads = [14.0] * 4 + [9.0] * 8
     tight, loose = bounds(loads)
-    assert 14.0 + 1 > tight
+    assert tight < 14.0 + 1
     node, reason = CacheRouteBalancedPolicy().choose(Request(HOT_HASH, flow="conv-4"), view(loads))
     assert reason is Reason.SPILL and loads[node] + 1 <= loose
 

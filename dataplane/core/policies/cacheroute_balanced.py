@@ -19,6 +19,13 @@ Rules 1-3 are :class:`.cacheroute_conversation.CacheRouteConversationPolicy`'s w
 ``first_epsilon`` set; cold keys take the online step's CHWBL tail. Two routers given the same
 table, loads and request decide the same (the memory aside, as there).
 
+**Light load.** A multiplicative bound means nothing when the fleet is nearly idle: with one
+request in flight on 30 nodes, ``ceil(1.25 × 2 / 30)`` is 1, so a member already holding one
+request would count as over it and a warm key's next request would leave its plan. Both bounds
+are therefore at least ``FLOOR`` (4) requests: a node holding fewer is never "loaded". At every
+load a study measures, the formula is far above 4 (tens of requests per node), so the floor
+changes no measured cell (checked: docs/results.md §7).
+
 ``FIRST_EPSILON`` was chosen on tuning seeds 2-3 only (Table 1 on ``paper-testbed`` at 160 QPS,
 clients not echoing tokens; 0, 0.1, 0.25 and 0.5 tried; docs/results.md §7) and frozen before any
 held-out run; ε, spread, tail and ``remember`` are the frozen values of the policies it extends.
@@ -34,6 +41,7 @@ from dataplane.core.policies.cacheroute_online import EPSILON, SPREAD, TAIL
 from dataplane.core.policies.ring import VNODES
 
 FIRST_EPSILON = 0.25
+FLOOR = 4  # requests a node may hold before either bound applies (the module docstring)
 
 
 class CacheRouteBalancedPolicy(CacheRouteConversationPolicy):
@@ -49,6 +57,7 @@ class CacheRouteBalancedPolicy(CacheRouteConversationPolicy):
         vnodes: int = VNODES,
         remember: int = REMEMBER,
         first_epsilon: float = FIRST_EPSILON,
+        floor: int = FLOOR,
     ) -> None:
         super().__init__(
             seed=seed,
@@ -58,4 +67,5 @@ class CacheRouteBalancedPolicy(CacheRouteConversationPolicy):
             vnodes=vnodes,
             remember=remember,
             first_epsilon=first_epsilon,
+            floor=floor,
         )

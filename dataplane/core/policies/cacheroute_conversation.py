@@ -100,8 +100,11 @@ class CacheRouteConversationPolicy(CacheRouteOnlinePolicy):
         vnodes: int = VNODES,
         remember: int = REMEMBER,
         first_epsilon: float | None = None,
+        floor: int = 0,
     ) -> None:
-        super().__init__(seed=seed, epsilon=epsilon, spread=spread, tail=tail, vnodes=vnodes)
+        super().__init__(
+            seed=seed, epsilon=epsilon, spread=spread, tail=tail, vnodes=vnodes, floor=floor
+        )
         if remember < 0:
             raise ValueError(f"remember must be >= 0, got {remember}")
         if first_epsilon is not None and not (0 <= first_epsilon <= epsilon):
@@ -133,7 +136,7 @@ class CacheRouteConversationPolicy(CacheRouteOnlinePolicy):
         if memory is not None:
             if memory.nodes_id != id(view.nodes):
                 memory.clear(id(view.nodes))
-            last = memory.get(flow)
+            last = memory.get(flow ^ request.key_hash)
             if last >= 0 and loads[last] <= limit and view.is_eligible(last):
                 return _new(Decision, (last, Reason.SESSION))
         if self.first_epsilon is not None:
@@ -144,12 +147,15 @@ class CacheRouteConversationPolicy(CacheRouteOnlinePolicy):
         return Decision(self._spill(request, view, bound), Reason.SPILL)
 
     def _first_bound(self, view: LoadView) -> int:
-        """The load bound at ``first_epsilon`` (the online step's formula, a tighter factor)."""
+        """The load bound at ``first_epsilon`` (the online step's formula, a tighter factor, the
+        same floor)."""
         assert self.first_epsilon is not None
         loads = view.loads
         if view.all_eligible:
-            return _ceil((1.0 + self.first_epsilon) * (sum(loads) + 1.0) / len(loads))
-        return load_bound(view, self.first_epsilon)
+            bound = _ceil((1.0 + self.first_epsilon) * (sum(loads) + 1.0) / len(loads))
+        else:
+            bound = load_bound(view, self.first_epsilon)
+        return bound if bound > self.floor else self.floor
 
     def observe(self, request: Request, decision: Decision, view: LoadView) -> None:
         """Remember where the conversation went (warm keys; the tail keeps the key's ring home)."""
@@ -159,4 +165,4 @@ class CacheRouteConversationPolicy(CacheRouteOnlinePolicy):
             if seen is not request.flow:
                 flow = flow_hash(request.flow)
             if flow:
-                memory.put(flow, decision[0])
+                memory.put(flow ^ request.key_hash, decision[0])
