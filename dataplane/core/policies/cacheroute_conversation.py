@@ -100,17 +100,14 @@ class CacheRouteConversationPolicy(CacheRouteOnlinePolicy):
         vnodes: int = VNODES,
         remember: int = REMEMBER,
         first_epsilon: float | None = None,
-        floor: int = 0,
     ) -> None:
-        super().__init__(
-            seed=seed, epsilon=epsilon, spread=spread, tail=tail, vnodes=vnodes, floor=floor
-        )
+        super().__init__(seed=seed, epsilon=epsilon, spread=spread, tail=tail, vnodes=vnodes)
         if remember < 0:
             raise ValueError(f"remember must be >= 0, got {remember}")
         if first_epsilon is not None and not (0 <= first_epsilon <= epsilon):
             raise ValueError(f"first_epsilon must be in [0, {epsilon}], got {first_epsilon}")
         self.memory = ConversationMemory(remember) if remember else None
-        # The bound of rule 3 (a conversation this router does not remember); None: the bound.
+        # The bound of rule 3 for a request that opens its conversation; None: the bound.
         self.first_epsilon = first_epsilon
         self._salted: NodeSet | None = None  # the NodeSet the rendezvous salts belong to
         self._salts: tuple[int, ...] = ()
@@ -139,7 +136,7 @@ class CacheRouteConversationPolicy(CacheRouteOnlinePolicy):
             last = memory.get(flow ^ request.key_hash)
             if last >= 0 and loads[last] <= limit and view.is_eligible(last):
                 return _new(Decision, (last, Reason.SESSION))
-        if self.first_epsilon is not None:
+        if self.first_epsilon is not None and request.opening:
             limit = min(limit, self._first_bound(view) - 1.0)
         best = rendezvous_first(flow, eligible, self._node_salts(view.nodes), loads, limit)
         if best >= 0:
@@ -147,15 +144,12 @@ class CacheRouteConversationPolicy(CacheRouteOnlinePolicy):
         return Decision(self._spill(request, view, bound), Reason.SPILL)
 
     def _first_bound(self, view: LoadView) -> int:
-        """The load bound at ``first_epsilon`` (the online step's formula, a tighter factor, the
-        same floor)."""
+        """The load bound at ``first_epsilon`` (the online step's formula, a tighter factor)."""
         assert self.first_epsilon is not None
         loads = view.loads
         if view.all_eligible:
-            bound = _ceil((1.0 + self.first_epsilon) * (sum(loads) + 1.0) / len(loads))
-        else:
-            bound = load_bound(view, self.first_epsilon)
-        return bound if bound > self.floor else self.floor
+            return _ceil((1.0 + self.first_epsilon) * (sum(loads) + 1.0) / len(loads))
+        return load_bound(view, self.first_epsilon)
 
     def observe(self, request: Request, decision: Decision, view: LoadView) -> None:
         """Remember where the conversation went (warm keys; the tail keeps the key's ring home)."""

@@ -73,21 +73,17 @@ class CacheRouteOnlinePolicy(Policy):
         spread: int = SPREAD,
         tail: str = TAIL,
         vnodes: int = VNODES,
-        floor: int = 0,
     ) -> None:
         super().__init__(seed=seed)
         if not (math.isfinite(epsilon) and epsilon >= 0):
             raise ValueError(f"epsilon must be a finite number >= 0, got {epsilon}")
         if spread < 1:
             raise ValueError(f"spread must be >= 1, got {spread}")
-        if floor < 0:
-            raise ValueError(f"floor must be >= 0, got {floor}")
         if tail not in TAILS:
             raise ValueError(f"tail must be one of {', '.join(TAILS)}, got {tail!r}")
         self.epsilon = epsilon
         self._factor = 1.0 + epsilon
         self.spread = spread
-        self.floor = floor  # no bound below this many requests (0: the formula alone)
         self.tail = tail
         self.vnodes = vnodes
         self._ring: Ring | None = None
@@ -114,7 +110,6 @@ class CacheRouteOnlinePolicy(Policy):
             bound = _ceil(self._factor * (sum(loads) + 1.0) / len(loads))
         else:
             bound = load_bound(view, self.epsilon)
-        bound = max(bound, self.floor)
         session = request.session
         if session >= 0 and loads[session] + 1.0 <= bound and view.is_eligible(session):
             return _new(Decision, (session, Reason.SESSION))
