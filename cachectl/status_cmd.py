@@ -89,9 +89,9 @@ def auto_lines(pool: admin_pb2.PoolStatus) -> list[str]:
 # behaviour and the flag that changes it; docs/operations.md, "Before the first plan".
 BEFORE_THE_FIRST_PLAN = (
     "before a plan, routers send every key by their --policy's tail: with the default "
-    "(cacheroute) power-of-two choices on load, so one key's requests spread over the engines "
-    "with no prefix affinity (reason no_table); --policy cacheroute_online keeps each key on its "
-    "hash-ring home from the first request",
+    "(cacheroute_balanced) each key stays on its hash-ring home from the first request, within a "
+    "load bound (reason no_table); --policy cacheroute (the paper's dispatch) spreads it by "
+    "power-of-two choices on load instead, with no prefix affinity",
     "first plan: cachectl plan build, then plan shadow V and plan rollout V "
     "(or cachectl plan auto enable)",
 )

@@ -233,7 +233,7 @@ class Cluster:
         if self._sessions:
             session = self._last_node.get(thread, -1) if self._echo and thread >= 0 else -1
             flow = thread if thread >= 0 else _FLOW_SINGLE + i
-            routed = Request(request.key_hash, request.blocks, session, flow)
+            routed = Request(request.key_hash, request.blocks, session, flow, request.turn == 0)
         else:
             routed = Request(request.key_hash, request.blocks)
         node = router.policy.route(routed, router.view, now).node

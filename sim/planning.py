@@ -136,4 +136,5 @@ def _shift(request: SimRequest, offset: float) -> SimRequest:
         request.output_tokens,
         request.thread,
         request.output_blocks,
+        request.turn,
     )

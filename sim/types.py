@@ -30,6 +30,7 @@ class SimRequest:
     output_tokens: int
     thread: int = -1
     output_blocks: tuple[int, ...] = ()
+    turn: int = -1  # 0-based turn within the thread, -1 when the workload does not say
 
 
 class Workload(Protocol):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from dataplane.core.policies import DEFAULT_POLICY
 from sim.engine_model import LLAMA_70B
 
 
@@ -35,7 +36,7 @@ class ClusterSpec:
     node_timeout_intervals: float = 20.0
     router_report_interval_s: float = 1.0
     router_table_interval_s: float = 1.0
-    router_policy: str = "cacheroute"
+    router_policy: str = DEFAULT_POLICY
     pool: str = "default"
     log_level: str = "info"
     # Extra command-line options of the control plane and of each router (e.g. automatic mode's

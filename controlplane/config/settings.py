@@ -14,6 +14,7 @@ from pathlib import Path
 from cacheroute_state.embedded import DEFAULT_PORT, default_data_dir
 from controlplane.core.report_expiry import DEFAULT_RETENTION_S
 from controlplane.services.limits import DEFAULT_IMPORT_BYTES, DEFAULT_REQUEST_BYTES
+from dataplane.core.policies import DEFAULT_POLICY
 from servekit.tls import TlsConfig
 
 
@@ -61,7 +62,7 @@ class ControlPlaneConfig:
     shadow_iterations: int = 4
     shadow_recent_minutes: int = 10
     shadow_profile: str = ""  # the pool's engine profile in the replay ("": the 70B testbed)
-    shadow_policy: str = "cacheroute"  # the routers' policy the replay follows the plan with
+    shadow_policy: str = DEFAULT_POLICY  # the routers' policy the replay follows the plan with
     shadow_min_samples: int = 300  # fewer sampled requests: the verdict is inconclusive
     shadow_inconclusive: str = "refuse"  # or "allow": the shadow gate's rule for inconclusive
     plan_retention: int = 50  # stored versions kept per pool by the leader (0: all)

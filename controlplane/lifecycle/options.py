@@ -14,10 +14,11 @@ from typing import Any
 
 from controlplane.core.byte_admission import BYTE_RANKS
 from controlplane.core.live_sizes import load_sizes_file
+from dataplane.core.policies import DEFAULT_POLICY
 from servekit.flags import non_negative_float, non_negative_int, positive_float, positive_int
 from servekit.options import Option, switch
 from sim.engine_model import UnknownProfileError, get_profile
-from sim.shadow_replay import CANDIDATE, PLAN_POLICIES
+from sim.shadow_replay import PLAN_POLICIES
 
 
 def _churn_share(text: str) -> float:
@@ -82,9 +83,9 @@ SHADOW_MIN_SAMPLES = Option(
     "(controlplane/lifecycle/shadow.py)",
 )  # fmt: skip
 SHADOW_POLICY = Option(
-    "shadow_policy", CANDIDATE, str,
+    "shadow_policy", DEFAULT_POLICY, str,
     "the routers' policy a shadow replay follows the candidate plan with; set it to the routers' "
-    "--policy (sim/shadow_replay.py)",
+    "--policy (default: the routers' default; sim/shadow_replay.py)",
     choices=PLAN_POLICIES,
 )  # fmt: skip
 SHADOW_INCONCLUSIVE = Option(

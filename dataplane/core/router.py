@@ -169,9 +169,9 @@ class Router:
             # the flow: the conversation (session_id), else the request id, else the token; a
             # policy hashes it only when it needs it
             flow = message.session_id or inp.request_id or token or 0
-            request = _new(Request, (inp.key_hash, blocks, session, flow))
+            request = _new(Request, (inp.key_hash, blocks, session, flow, message.opening_turn))
         else:
-            request = _new(Request, (inp.key_hash, blocks, -1, 0))
+            request = _new(Request, (inp.key_hash, blocks, -1, 0, False))
         decision = state.policy.route(request, view, now)
         outcome = state.outcomes.get(decision)
         if outcome is None:

@@ -16,6 +16,12 @@ echo and no state shared between routers. In order:
    request that continues with ``previous_response_id`` does not carry its first turn. The
    policy then treats the request as its own conversation (the request id).
 
+Whether the request *opens* its conversation (:func:`opens_conversation`) is read from the same
+body: a chat's ``messages`` (a Responses request's ``input`` items) with no ``assistant``,
+``tool`` or ``function`` message, and no ``previous_response_id``. Anything else, and any body
+without turn structure, is not known to open one (False): the default policy then keeps the
+conversation's own, looser, bound.
+
 The id is ``"h:"`` + the header's value, ``"c:"`` + the conversation, or ``"m:"`` + the CRC-32 and
 the byte length of the first turn rendered as :mod:`.prompts` renders messages, in hex (the whole
 first turn: a long shared system prompt in front of it must not hide the user message). CRC-32
@@ -58,6 +64,33 @@ def conversation_id(body: Mapping[str, Any], headers: Mapping[str, str], endpoin
             given = [{"role": "user", "content": given}]
         return _first_turn(given, head)
     return ""
+
+
+EARLIER_TURN_ROLES = frozenset(("assistant", "tool", "function"))
+EARLIER_TURN_ITEMS = frozenset(("function_call", "function_call_output", "reasoning"))  # Responses
+
+
+def opens_conversation(body: Mapping[str, Any], endpoint: str) -> bool:
+    """True when the request's prompt holds no earlier turn (module docstring)."""
+    if endpoint == "chat":
+        messages = body.get("messages")
+    elif endpoint == "responses":
+        if body.get("previous_response_id"):
+            return False
+        messages = body.get("input")
+        if isinstance(messages, str):
+            return True
+    else:
+        return False
+    if not isinstance(messages, list) or not messages:
+        return False
+    for message in messages:
+        if not isinstance(message, dict):
+            return False
+        role = message.get("role", "")
+        if role in EARLIER_TURN_ROLES or message.get("type") in EARLIER_TURN_ITEMS:
+            return False
+    return True
 
 
 def _first_turn(messages: object, head: str) -> str:

@@ -39,7 +39,7 @@ from typing import Any
 from cacheroute.v1 import routing_pb2
 from dataplane.core.route_input import InvalidRequestError, RouteInput, parse_request
 from dataplane.core.session_token import MAX_TOKEN
-from dataplane.openai_api.conversation import conversation_id
+from dataplane.openai_api.conversation import conversation_id, opens_conversation
 from dataplane.openai_api.errors import bad_request
 from dataplane.openai_api.prompts import prompt_head
 
@@ -121,6 +121,7 @@ def front_request(
         request_id=request_id,
         session_token=_session_token(headers),
         session_id=conversation_id(body, headers, endpoint) if rules.conversations else "",
+        opening_turn=rules.conversations and opens_conversation(body, endpoint),
     )
     try:
         route = parse_request(message)

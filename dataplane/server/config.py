@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from dataplane.core.active_probes import ProbeConfig
 from dataplane.core.outliers import OutlierConfig
+from dataplane.core.policies import DEFAULT_POLICY
 from dataplane.extproc.context import ExtProcConfig
 from dataplane.health.health_feedback import DEFAULT_SHARE, Network
 from dataplane.http_front.app import FrontConfig
@@ -30,7 +31,7 @@ class RouterConfig:
     listen: str = "127.0.0.1:50061"
     redis_url: str = "redis://127.0.0.1:6379/0"
     router_id: str = field(default_factory=default_router_id)
-    policy: str = "cacheroute"
+    policy: str = DEFAULT_POLICY
     seed: int = 0
     table_interval_s: float = 2.0
     ack_interval_s: float = 5.0

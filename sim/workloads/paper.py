@@ -113,12 +113,13 @@ class PaperStream:
             self.output_tokens.tolist(),
             self.thread.tolist(),
             outputs,
+            self.turn.tolist(),
             strict=True,
         )
         with gc_paused():
             return [
-                SimRequest(t, names[k], hashes[k], b, p, o, th, ob)
-                for t, k, b, p, o, th, ob in columns
+                SimRequest(t, names[k], hashes[k], b, p, o, th, ob, u)
+                for t, k, b, p, o, th, ob, u in columns
             ]
 
 

@@ -1,7 +1,8 @@
 """What the first minutes get, before any plan (issue 34): two identical requests of one key
-landed on different engines with the default policy, and nothing said so. ``cachectl status``
-now says it and names the flag that changes it; the claim itself is checked on the real
-policies here, so the line cannot drift from what the routers do."""
+landed on different engines with the old default policy, and nothing said so. The default
+(issue 30) now keeps a key on its ring home from the first request; ``cachectl status`` says
+what a pool without a plan gets and names the flag that changes it; the claim itself is checked
+on the real policies here, so the line cannot drift from what the routers do."""
 
 from __future__ import annotations
 
@@ -23,14 +24,16 @@ def _nodes_for(policy: str, key: str, times: int = 12) -> set[int]:
     return {chooser.choose(Request(hash_key(key), ()), view).node for _ in range(times)}
 
 
-def test_the_default_policy_spreads_one_key_before_a_plan_and_the_named_flag_keeps_it() -> None:
-    assert RouterConfig.__dataclass_fields__["policy"].default == "cacheroute"
+def test_the_default_policy_keeps_one_key_before_a_plan_and_the_named_flag_spreads_it() -> None:
+    default = RouterConfig.__dataclass_fields__["policy"].default
+    assert default == "cacheroute_balanced"
     text = " ".join(BEFORE_THE_FIRST_PLAN)
-    assert "default (cacheroute) power-of-two choices" in text
+    assert "default (cacheroute_balanced) each key stays on its hash-ring home" in text
+    homes = {key: _nodes_for(default, key) for key in ("acme", "globex", "initech")}
+    assert all(len(nodes) == 1 for nodes in homes.values()), homes  # affinity: what it says
+    assert len({next(iter(nodes)) for nodes in homes.values()}) > 1  # keys have different homes
+    assert "--policy cacheroute (the paper's dispatch) spreads it by power-of-two" in text
     assert len(_nodes_for("cacheroute", "acme")) > 1  # no affinity: what the line says
-    assert "--policy cacheroute_online keeps each key on its hash-ring home" in text
-    homes = {key: _nodes_for("cacheroute_online", key) for key in ("acme", "globex", "initech")}
-    assert all(len(nodes) == 1 for nodes in homes.values()), homes
 
 
 @pytest.mark.grpc

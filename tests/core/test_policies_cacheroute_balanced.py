@@ -1,5 +1,5 @@
-"""cacheroute_balanced: a conversation is kept under the loose bound and placed under the tight
-one; everything else is cacheroute_conversation's (issue 30)."""
+"""cacheroute_balanced: a conversation is kept under the loose bound and its opening turn placed
+under the tight one; everything else is cacheroute_conversation's (issue 30)."""
 
 from __future__ import annotations
 
@@ -50,19 +50,30 @@ def test_the_defaults_are_the_frozen_ones() -> None:
     assert (policy.first_epsilon, policy.epsilon, FIRST_EPSILON) == (0.25, 0.75, 0.25)
 
 
-def test_a_new_conversation_over_the_tight_bound_is_placed_on_another_member() -> None:
+def test_an_opening_turn_over_the_tight_bound_is_placed_on_another_member() -> None:
     home = home_of("conv-1")
     loads = [10.0] * 12
     loads[home] = 14.0
     tight, loose = bounds(loads)
     assert loads[home] + 1 > tight and loads[home] + 1 <= loose  # between the two bounds
-    node, reason = CacheRouteBalancedPolicy().choose(Request(HOT_HASH, flow="conv-1"), view(loads))
+    opening = Request(HOT_HASH, flow="conv-1", opening=True)
+    node, reason = CacheRouteBalancedPolicy().choose(opening, view(loads))
     assert reason is Reason.WARM and node != home and node in range(4)
     # cacheroute_conversation, one bound, keeps it: the only difference between the two
     assert CacheRouteConversationPolicy().choose(Request(HOT_HASH, flow="conv-1"), view(loads)) == (
         home,
         Reason.WARM,
     )
+
+
+def test_a_continuing_turn_no_router_remembers_keeps_its_member_under_the_loose_bound() -> None:
+    """Another router placed the conversation (a round-robin front): the same rendezvous member,
+    the conversation's bound; only an opening turn is placed under the tight one."""
+    home = home_of("conv-1")
+    loads = [10.0] * 12
+    loads[home] = 14.0
+    later = Request(HOT_HASH, flow="conv-1")  # opening not known: a continuing turn
+    assert CacheRouteBalancedPolicy().choose(later, view(loads)) == (home, Reason.WARM)
 
 
 def test_a_conversation_this_router_placed_is_kept_under_the_loose_bound() -> None:
@@ -88,8 +99,9 @@ def test_every_member_over_the_tight_bound_spills_within_the_loose_one() -> None
     """The online step's ring spill, which may land on a member: the ring holds every node."""
     loads = [14.0] * 4 + [9.0] * 8
     tight, loose = bounds(loads)
-    assert 14.0 + 1 > tight
-    node, reason = CacheRouteBalancedPolicy().choose(Request(HOT_HASH, flow="conv-4"), view(loads))
+    assert tight < 14.0 + 1
+    opening = Request(HOT_HASH, flow="conv-4", opening=True)
+    node, reason = CacheRouteBalancedPolicy().choose(opening, view(loads))
     assert reason is Reason.SPILL and loads[node] + 1 <= loose
 
 
@@ -105,7 +117,7 @@ def test_with_first_epsilon_equal_to_epsilon_it_is_cacheroute_conversation() -> 
     plain = CacheRouteConversationPolicy()
     for i in range(200):
         loads = [float((i * 7 + n * 3) % 17) for n in range(12)]
-        request = Request(HOT_HASH, flow=f"conv-{i}")
+        request = Request(HOT_HASH, flow=f"conv-{i}", opening=i % 2 == 0)
         assert one_bound.route(request, view(loads), 0.0) == plain.route(request, view(loads), 0.0)
 
 
@@ -113,7 +125,8 @@ def test_with_some_nodes_ineligible_the_tight_bound_counts_the_eligible_ones() -
     loads = [10.0] * 12
     v = view(loads)
     v.set_states(healthy=[True] * 6 + [False] * 6)
-    node, reason = CacheRouteBalancedPolicy().choose(Request(HOT_HASH, flow="conv-5"), v)
+    opening = Request(HOT_HASH, flow="conv-5", opening=True)
+    node, reason = CacheRouteBalancedPolicy().choose(opening, v)
     assert reason is Reason.WARM and node in range(4)  # 10 + 1 <= ceil(1.25 * 61 / 6) = 13
 
 
@@ -122,13 +135,14 @@ def test_with_some_nodes_ineligible_the_tight_bound_counts_the_eligible_ones() -
     loads=st.lists(st.integers(0, 30), min_size=12, max_size=12),
     conversation=st.text(min_size=1, max_size=40),
     seeds=st.tuples(st.integers(0, 1000), st.integers(0, 1000)),
+    opening=st.booleans(),
 )
 def test_routers_given_the_same_inputs_decide_the_same(
-    loads: list[int], conversation: str, seeds: tuple[int, int]
+    loads: list[int], conversation: str, seeds: tuple[int, int], opening: bool
 ) -> None:
     """Two routers (own instances, own seeds) reading one snapshot agree on every request."""
     floats = [float(x) for x in loads]
-    request = Request(HOT_HASH, flow=conversation)
+    request = Request(HOT_HASH, flow=conversation, opening=opening)
     first = CacheRouteBalancedPolicy(seed=seeds[0]).choose(request, view(floats))
     second = CacheRouteBalancedPolicy(seed=seeds[1]).choose(request, view(floats))
     assert first == second

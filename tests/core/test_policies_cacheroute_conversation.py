@@ -173,3 +173,23 @@ def test_the_memory_is_bounded_and_forgets_on_a_membership_change() -> None:
     fewer = NodeSet(IDS[1:])
     policy.choose(Request(HOT_HASH, flow="c"), view([10.0] * 11, fewer))
     assert len(policy.memory) == 0
+
+
+def test_two_keys_whose_conversations_open_alike_do_not_share_the_memory() -> None:
+    """The doors derive a chat's identity from its first turn: two tenants sending the same
+    opening message are two conversations, and the memory keeps them apart."""
+    other = "globex"
+    table = table_for({HOT: MEMBERS, other: ["n08", "n09", "n10", "n11"]}, IDS)
+    policy = CacheRouteConversationPolicy()
+
+    def routed(key: str) -> tuple[int, Reason]:
+        v = LoadView(NODES, table=table)
+        v.apply_snapshot(0.0, [10.0] * 12)
+        decision = policy.route(Request(hash_key(key), flow="hello"), v, 0.0)
+        return decision.node, decision.reason
+
+    first, reason = routed(HOT)
+    assert reason is Reason.WARM and first in range(4)
+    node, reason = routed(other)
+    assert reason is Reason.WARM and node in range(8, 12)  # not the memory of HOT's "hello"
+    assert routed(HOT) == (first, Reason.SESSION)

@@ -297,3 +297,22 @@ def test_the_bound_table_memo_returns_copies_and_stays_bounded(
         bound.destinations(hash_key(key))
     assert len(bound.memo) <= 3
     assert bound.destinations(hash_key("warm")) == [0]
+
+
+def test_the_route_requests_opening_flag_reaches_the_default_policy() -> None:
+    """``opening_turn`` tightens the member's bound; unset, a turn keeps its member (issue 30)."""
+    ids = [f"n{i:02d}" for i in range(12)]
+    table = table_for({"hot": ids[:4]}, ids)
+
+    def fresh(loads: dict[str, float]) -> Router:
+        router = Router(policy="cacheroute_balanced")
+        router.apply_load(snapshot([(n, loads.get(n, 10.0)) for n in ids]))
+        router.install_table("default", table, 1)
+        return router
+
+    home = fresh({}).route(inp("hot", session_id="conv-1"), NOW_S).node_id
+    busy = {home: 14.0}  # 14 + 1 > ceil(1.25 x 125 / 12) = 14; within ceil(1.75 x 125 / 12) = 19
+    later = fresh(busy).route(inp("hot", session_id="conv-1"), NOW_S)
+    opening = fresh(busy).route(inp("hot", session_id="conv-1", opening_turn=True), NOW_S)
+    assert later.node_id == home
+    assert opening.node_id != home and opening.node_id in ids[:4]

@@ -28,7 +28,7 @@ from tests.support import extproc as m
 from tests.support.envoy import Envoy
 from tests.support.factories import small_plan, store_plan
 from tests.support.polling import eventually
-from tests.support.router import QUIET, rollout
+from tests.support.router import PAPER_DISPATCH, QUIET, rollout
 
 MODEL = DEFAULT_PROFILE
 
@@ -72,6 +72,7 @@ async def gateway(
             router = RouterServer(
                 RouterConfig(
                     **QUIET,
+                    **PAPER_DISPATCH,
                     listen="127.0.0.1:0",
                     redis_url=redis_url,
                     router_id=name,

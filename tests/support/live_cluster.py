@@ -33,6 +33,7 @@ from tests.support.controlplane import (
     running,
 )
 from tests.support.polling import eventually
+from tests.support.router import PAPER_DISPATCH
 
 NODES = [f"engine-{i}" for i in range(4)]
 KEYS = [f"tenant-{i}" for i in range(40)]
@@ -87,6 +88,7 @@ class Cluster:
                 ack_interval_s=1.0,
                 grace_s=0.5,
                 metrics_listen=None,
+                **PAPER_DISPATCH,  # these tests follow the table's mechanics: WARM answers
             )
         )
         await server.start()

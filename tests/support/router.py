@@ -26,11 +26,20 @@ QUIET = {  # timers long enough that only hints (or the test) trigger work
     "ack_interval_s": 60.0,
 }
 
+# Tests of the table's mechanics (rollouts, outages, deltas, the doors, health) run the paper's
+# dispatch: a warm key's answer is the least-loaded member of its set with no load bound, so what
+# they assert is a function of the table and the loads alone. The default policy
+# (cacheroute_balanced) bounds a member's load and follows conversations; its own tests are
+# tests/core/test_policies_cacheroute_balanced.py and, through the HTTP front with the real
+# openai client, tests/dataplane/http_front/test_front_load.py.
+PAPER_DISPATCH = {"policy": "cacheroute"}
+
 
 @asynccontextmanager
 async def running_router(state_url: str, **overrides: Any) -> AsyncIterator[RouterServer]:
     settings: dict[str, Any] = {
         **QUIET,
+        **PAPER_DISPATCH,
         "listen": "127.0.0.1:0",
         "redis_url": state_url,
         "router_id": "r1",

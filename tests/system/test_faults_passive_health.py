@@ -20,6 +20,7 @@ within one maximum ejection time plus margin (``BACK_BOUND_S``).
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 import time
 from pathlib import Path
@@ -43,7 +44,11 @@ DEAD_S = 10.0
 RETURNS_BOUND = 5  # returns at ~1, 3, 6, 10 s after the first ejection, one spare
 MISROUTE_BOUND = (FAILURES + WORKERS - 1) + WORKERS * RETURNS_BOUND
 BACK_BOUND_S = MAX_S + 8.0
-BODY = b'{"prompt": "hello", "max_tokens": 2}'
+
+
+def body(n: int) -> bytes:
+    """A fresh conversation per request, so the default policy spreads them over every engine."""
+    return json.dumps({"prompt": f"conversation {n}: hello", "max_tokens": 2}).encode()
 
 
 class Load:
@@ -56,6 +61,7 @@ class Load:
         # by a busy client, does not count as sent after the kill.
         self.answers: list[tuple[float, int, str, str]] = []
         self._stop = asyncio.Event()
+        self._sent = 0
         self._tasks: list[asyncio.Task[None]] = []
 
     def start(self) -> Load:
@@ -74,10 +80,11 @@ class Load:
         async with aiohttp.ClientSession(timeout=timeout) as session:
             while not self._stop.is_set():
                 sent = time.time()
+                self._sent += 1
                 try:
                     async with session.post(
                         f"{self.url}/v1/completions",
-                        data=BODY,
+                        data=body(self._sent),
                         headers={"Content-Type": "application/json"},
                     ) as response:
                         await response.read()

@@ -22,6 +22,7 @@ import pytest
 from helm_python.chart import lint
 from helm_python.errors import HelmError
 
+from dataplane.core.policies.registry import DEFAULT_POLICY, ROUTER_POLICIES
 from tests.support.helm import (
     CHART,
     ROOT,
@@ -170,6 +171,14 @@ def test_a_broken_value_fails_the_schema_naming_the_key(values: dict[str, Any], 
     message = str(raised.value)
     assert "values don't meet the specifications of the schema" in message, message
     assert named.rsplit(".", maxsplit=1)[-1] in message, message
+
+
+def test_the_schema_offers_exactly_the_policies_a_router_runs() -> None:
+    """The chart's policy enum is the registry's, so a new default cannot fail the schema."""
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    offered = schema["properties"]["router"]["properties"]["policy"]["enum"]
+    assert sorted(offered) == sorted(ROUTER_POLICIES)
+    assert DEFAULT_POLICY in offered
 
 
 @pytest.mark.parametrize(

@@ -46,14 +46,16 @@ class Request(NamedTuple):
     index. ``flow`` identifies the conversation (or the request) for policies that spread spills
     (:mod:`.cacheroute_online`): an int (the simulator's conversation id) or a string the policy
     hashes only when it needs to (the router's request id or session token); 0 when unknown.
-    Both are only filled in for policies that declare ``needs_session``; the others get the
-    defaults.
+    ``opening``: the request opens its conversation (its prompt holds no earlier turn, so no
+    node holds a history of it); False when unknown. Both this and the above are only filled in
+    for policies that declare ``needs_session``; the others get the defaults.
     """
 
     key_hash: int
     blocks: tuple[int, ...] = ()
     session: int = -1
     flow: int | str = 0
+    opening: bool = False
 
     @property
     def prefix(self) -> tuple[int, ...]:

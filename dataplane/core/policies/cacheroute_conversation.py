@@ -107,7 +107,7 @@ class CacheRouteConversationPolicy(CacheRouteOnlinePolicy):
         if first_epsilon is not None and not (0 <= first_epsilon <= epsilon):
             raise ValueError(f"first_epsilon must be in [0, {epsilon}], got {first_epsilon}")
         self.memory = ConversationMemory(remember) if remember else None
-        # The bound of rule 3 (a conversation this router does not remember); None: the bound.
+        # The bound of rule 3 for a request that opens its conversation; None: the bound.
         self.first_epsilon = first_epsilon
         self._salted: NodeSet | None = None  # the NodeSet the rendezvous salts belong to
         self._salts: tuple[int, ...] = ()
@@ -133,10 +133,10 @@ class CacheRouteConversationPolicy(CacheRouteOnlinePolicy):
         if memory is not None:
             if memory.nodes_id != id(view.nodes):
                 memory.clear(id(view.nodes))
-            last = memory.get(flow)
+            last = memory.get(flow ^ request.key_hash)
             if last >= 0 and loads[last] <= limit and view.is_eligible(last):
                 return _new(Decision, (last, Reason.SESSION))
-        if self.first_epsilon is not None:
+        if self.first_epsilon is not None and request.opening:
             limit = min(limit, self._first_bound(view) - 1.0)
         best = rendezvous_first(flow, eligible, self._node_salts(view.nodes), loads, limit)
         if best >= 0:
@@ -159,4 +159,4 @@ class CacheRouteConversationPolicy(CacheRouteOnlinePolicy):
             if seen is not request.flow:
                 flow = flow_hash(request.flow)
             if flow:
-                memory.put(flow, decision[0])
+                memory.put(flow ^ request.key_hash, decision[0])

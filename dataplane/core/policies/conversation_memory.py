@@ -16,7 +16,10 @@ from __future__ import annotations
 
 
 class ConversationMemory:
-    """conversation hash → NodeSet index of its last decision (module docstring)."""
+    """conversation hash XOR key hash → NodeSet index of its last decision (module docstring).
+
+    The key is part of the entry: two tenants whose chats open with the same turn are two
+    conversations, and one must not follow the other's node."""
 
     __slots__ = ("_current", "_half", "_previous", "nodes_id")
 

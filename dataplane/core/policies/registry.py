@@ -53,6 +53,12 @@ EXTENSIONS = ("cacheroute_online", "cacheroute_conversation", "cacheroute_balanc
 BASELINES_2026 = ("smg", "smg_events")
 
 
+# What a router process runs unless told otherwise (``--policy``; the chart's and the local
+# cluster's default too): conversation affinity with two bounds, which no client has to help
+# (docs/results.md §7 has the evidence that made it the default; ``cacheroute`` stays the paper's
+# dispatch under its own name).
+DEFAULT_POLICY = "cacheroute_balanced"
+
 # What a live router may run: every policy but those that read the engines' residency (KV
 # events), which only the simulator supplies today.
 ROUTER_POLICIES = tuple(name for name, cls in POLICIES.items() if not cls.needs_residency)

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1b\x63\x61\x63heroute/v1/routing.proto\x12\rcacheroute.v1\"\xd5\x01\n\x0cRouteRequest\x12\x0c\n\x04pool\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\x12\x15\n\rprompt_prefix\x18\x03 \x01(\t\x12\r\n\x05model\x18\x04 \x01(\t\x12\x12\n\ncache_salt\x18\x05 \x01(\t\x12\x15\n\rprefix_blocks\x18\x06 \x03(\x06\x12\x12\n\nrequest_id\x18\x07 \x01(\t\x12\x1a\n\x12hold_until_release\x18\x08 \x01(\x08\x12\x15\n\rsession_token\x18\t \x01(\t\x12\x12\n\nsession_id\x18\n \x01(\t\"\xdc\x01\n\rRouteDecision\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12*\n\x06reason\x18\x03 \x01(\x0e\x32\x1a.cacheroute.v1.RouteReason\x12\x0f\n\x07version\x18\x04 \x01(\t\x12\x12\n\ngeneration\x18\x05 \x01(\x04\x12\x10\n\x08key_hash\x18\x06 \x01(\x06\x12\x0b\n\x03key\x18\x07 \x01(\t\x12\x0e\n\x06policy\x18\x08 \x01(\t\x12\x12\n\nrequest_id\x18\t \x01(\t\x12\x15\n\rsession_token\x18\n \x01(\t\"T\n\x0eReleaseRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12.\n\x07outcome\x18\x02 \x01(\x0e\x32\x1d.cacheroute.v1.ReleaseOutcome\"#\n\x0fReleaseResponse\x12\x10\n\x08released\x18\x01 \x01(\x08\"B\n\x11RouteBatchRequest\x12-\n\x08requests\x18\x01 \x03(\x0b\x32\x1b.cacheroute.v1.RouteRequest\"E\n\x12RouteBatchResponse\x12/\n\tdecisions\x18\x01 \x03(\x0b\x32\x1c.cacheroute.v1.RouteDecision*\x9e\x03\n\x0bRouteReason\x12\x1c\n\x18ROUTE_REASON_UNSPECIFIED\x10\x00\x12\x15\n\x11ROUTE_REASON_WARM\x10\x01\x12\x15\n\x11ROUTE_REASON_TAIL\x10\x02\x12#\n\x1fROUTE_REASON_FALLBACK_UNHEALTHY\x10\x03\x12\x19\n\x15ROUTE_REASON_NO_TABLE\x10\x04\x12\x14\n\x10ROUTE_REASON_P2C\x10\x05\x12\x15\n\x11ROUTE_REASON_RING\x10\x06\x12\x1b\n\x17ROUTE_REASON_RING_SPILL\x10\x07\x12\x18\n\x14ROUTE_REASON_HISTORY\x10\x08\x12\x18\n\x14ROUTE_REASON_EXPLORE\x10\t\x12\x1c\n\x18ROUTE_REASON_CACHE_MATCH\x10\n\x12\x1b\n\x17ROUTE_REASON_CACHE_MISS\x10\x0b\x12\x18\n\x14ROUTE_REASON_BALANCE\x10\x0c\x12\x18\n\x14ROUTE_REASON_SESSION\x10\r\x12\x16\n\x12ROUTE_REASON_SPILL\x10\x0e*\xcd\x01\n\x0eReleaseOutcome\x12\x1f\n\x1bRELEASE_OUTCOME_UNSPECIFIED\x10\x00\x12\x1b\n\x17RELEASE_OUTCOME_SUCCESS\x10\x01\x12\"\n\x1eRELEASE_OUTCOME_CONNECT_FAILED\x10\x02\x12\x1b\n\x17RELEASE_OUTCOME_TIMEOUT\x10\x03\x12 \n\x1cRELEASE_OUTCOME_SERVER_ERROR\x10\x04\x12\x1a\n\x16RELEASE_OUTCOME_BROKEN\x10\x05\x32\xf0\x01\n\rRouterService\x12\x42\n\x05Route\x12\x1b.cacheroute.v1.RouteRequest\x1a\x1c.cacheroute.v1.RouteDecision\x12Q\n\nRouteBatch\x12 .cacheroute.v1.RouteBatchRequest\x1a!.cacheroute.v1.RouteBatchResponse\x12H\n\x07Release\x12\x1d.cacheroute.v1.ReleaseRequest\x1a\x1e.cacheroute.v1.ReleaseResponseBY\n\x11\x64\x65v.cacheroute.v1P\x01ZBgithub.com/cacheroute/cacheroute/gen/go/cacheroute/v1;cacheroutev1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1b\x63\x61\x63heroute/v1/routing.proto\x12\rcacheroute.v1\"\xeb\x01\n\x0cRouteRequest\x12\x0c\n\x04pool\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\x12\x15\n\rprompt_prefix\x18\x03 \x01(\t\x12\r\n\x05model\x18\x04 \x01(\t\x12\x12\n\ncache_salt\x18\x05 \x01(\t\x12\x15\n\rprefix_blocks\x18\x06 \x03(\x06\x12\x12\n\nrequest_id\x18\x07 \x01(\t\x12\x1a\n\x12hold_until_release\x18\x08 \x01(\x08\x12\x15\n\rsession_token\x18\t \x01(\t\x12\x12\n\nsession_id\x18\n \x01(\t\x12\x14\n\x0copening_turn\x18\x0b \x01(\x08\"\xdc\x01\n\rRouteDecision\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12*\n\x06reason\x18\x03 \x01(\x0e\x32\x1a.cacheroute.v1.RouteReason\x12\x0f\n\x07version\x18\x04 \x01(\t\x12\x12\n\ngeneration\x18\x05 \x01(\x04\x12\x10\n\x08key_hash\x18\x06 \x01(\x06\x12\x0b\n\x03key\x18\x07 \x01(\t\x12\x0e\n\x06policy\x18\x08 \x01(\t\x12\x12\n\nrequest_id\x18\t \x01(\t\x12\x15\n\rsession_token\x18\n \x01(\t\"T\n\x0eReleaseRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12.\n\x07outcome\x18\x02 \x01(\x0e\x32\x1d.cacheroute.v1.ReleaseOutcome\"#\n\x0fReleaseResponse\x12\x10\n\x08released\x18\x01 \x01(\x08\"B\n\x11RouteBatchRequest\x12-\n\x08requests\x18\x01 \x03(\x0b\x32\x1b.cacheroute.v1.RouteRequest\"E\n\x12RouteBatchResponse\x12/\n\tdecisions\x18\x01 \x03(\x0b\x32\x1c.cacheroute.v1.RouteDecision*\x9e\x03\n\x0bRouteReason\x12\x1c\n\x18ROUTE_REASON_UNSPECIFIED\x10\x00\x12\x15\n\x11ROUTE_REASON_WARM\x10\x01\x12\x15\n\x11ROUTE_REASON_TAIL\x10\x02\x12#\n\x1fROUTE_REASON_FALLBACK_UNHEALTHY\x10\x03\x12\x19\n\x15ROUTE_REASON_NO_TABLE\x10\x04\x12\x14\n\x10ROUTE_REASON_P2C\x10\x05\x12\x15\n\x11ROUTE_REASON_RING\x10\x06\x12\x1b\n\x17ROUTE_REASON_RING_SPILL\x10\x07\x12\x18\n\x14ROUTE_REASON_HISTORY\x10\x08\x12\x18\n\x14ROUTE_REASON_EXPLORE\x10\t\x12\x1c\n\x18ROUTE_REASON_CACHE_MATCH\x10\n\x12\x1b\n\x17ROUTE_REASON_CACHE_MISS\x10\x0b\x12\x18\n\x14ROUTE_REASON_BALANCE\x10\x0c\x12\x18\n\x14ROUTE_REASON_SESSION\x10\r\x12\x16\n\x12ROUTE_REASON_SPILL\x10\x0e*\xcd\x01\n\x0eReleaseOutcome\x12\x1f\n\x1bRELEASE_OUTCOME_UNSPECIFIED\x10\x00\x12\x1b\n\x17RELEASE_OUTCOME_SUCCESS\x10\x01\x12\"\n\x1eRELEASE_OUTCOME_CONNECT_FAILED\x10\x02\x12\x1b\n\x17RELEASE_OUTCOME_TIMEOUT\x10\x03\x12 \n\x1cRELEASE_OUTCOME_SERVER_ERROR\x10\x04\x12\x1a\n\x16RELEASE_OUTCOME_BROKEN\x10\x05\x32\xf0\x01\n\rRouterService\x12\x42\n\x05Route\x12\x1b.cacheroute.v1.RouteRequest\x1a\x1c.cacheroute.v1.RouteDecision\x12Q\n\nRouteBatch\x12 .cacheroute.v1.RouteBatchRequest\x1a!.cacheroute.v1.RouteBatchResponse\x12H\n\x07Release\x12\x1d.cacheroute.v1.ReleaseRequest\x1a\x1e.cacheroute.v1.ReleaseResponseBY\n\x11\x64\x65v.cacheroute.v1P\x01ZBgithub.com/cacheroute/cacheroute/gen/go/cacheroute/v1;cacheroutev1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,22 +32,22 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'cacheroute.v1.routing_pb2',
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\021dev.cacheroute.v1P\001ZBgithub.com/cacheroute/cacheroute/gen/go/cacheroute/v1;cacheroutev1'
-  _globals['_ROUTEREASON']._serialized_start=748
-  _globals['_ROUTEREASON']._serialized_end=1162
-  _globals['_RELEASEOUTCOME']._serialized_start=1165
-  _globals['_RELEASEOUTCOME']._serialized_end=1370
+  _globals['_ROUTEREASON']._serialized_start=770
+  _globals['_ROUTEREASON']._serialized_end=1184
+  _globals['_RELEASEOUTCOME']._serialized_start=1187
+  _globals['_RELEASEOUTCOME']._serialized_end=1392
   _globals['_ROUTEREQUEST']._serialized_start=47
-  _globals['_ROUTEREQUEST']._serialized_end=260
-  _globals['_ROUTEDECISION']._serialized_start=263
-  _globals['_ROUTEDECISION']._serialized_end=483
-  _globals['_RELEASEREQUEST']._serialized_start=485
-  _globals['_RELEASEREQUEST']._serialized_end=569
-  _globals['_RELEASERESPONSE']._serialized_start=571
-  _globals['_RELEASERESPONSE']._serialized_end=606
-  _globals['_ROUTEBATCHREQUEST']._serialized_start=608
-  _globals['_ROUTEBATCHREQUEST']._serialized_end=674
-  _globals['_ROUTEBATCHRESPONSE']._serialized_start=676
-  _globals['_ROUTEBATCHRESPONSE']._serialized_end=745
-  _globals['_ROUTERSERVICE']._serialized_start=1373
-  _globals['_ROUTERSERVICE']._serialized_end=1613
+  _globals['_ROUTEREQUEST']._serialized_end=282
+  _globals['_ROUTEDECISION']._serialized_start=285
+  _globals['_ROUTEDECISION']._serialized_end=505
+  _globals['_RELEASEREQUEST']._serialized_start=507
+  _globals['_RELEASEREQUEST']._serialized_end=591
+  _globals['_RELEASERESPONSE']._serialized_start=593
+  _globals['_RELEASERESPONSE']._serialized_end=628
+  _globals['_ROUTEBATCHREQUEST']._serialized_start=630
+  _globals['_ROUTEBATCHREQUEST']._serialized_end=696
+  _globals['_ROUTEBATCHRESPONSE']._serialized_start=698
+  _globals['_ROUTEBATCHRESPONSE']._serialized_end=767
+  _globals['_ROUTERSERVICE']._serialized_start=1395
+  _globals['_ROUTERSERVICE']._serialized_end=1635
 # @@protoc_insertion_point(module_scope)

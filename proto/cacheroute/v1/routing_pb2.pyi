@@ -168,6 +168,7 @@ class RouteRequest(_message.Message):
     HOLD_UNTIL_RELEASE_FIELD_NUMBER: _builtins.int
     SESSION_TOKEN_FIELD_NUMBER: _builtins.int
     SESSION_ID_FIELD_NUMBER: _builtins.int
+    OPENING_TURN_FIELD_NUMBER: _builtins.int
     pool: _builtins.str
     """Destination pool (one fleet serving one model). Empty means "default".
     Syntax: ^[a-z0-9][a-z0-9_.-]{0,62}$.
@@ -210,6 +211,13 @@ class RouteRequest(_message.Message):
     of its key's destination set, the same on every router, with no token. At most 256
     characters; opaque.
     """
+    opening_turn: _builtins.bool
+    """Optional: this request opens its conversation, its prompt holds no earlier turn (the HTTP
+    doors set it for a chat or Responses request with no assistant or tool message). The
+    default policy (cacheroute_balanced) places an opening turn under a tighter load bound: no
+    node holds a history of it yet, so moving it costs at most the key's shared prefix. False
+    means not known, never "a later turn is known".
+    """
     @_builtins.property
     def prefix_blocks(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """Optional precomputed chained prefix-block hashes (any block size, oldest first). When set,
@@ -229,10 +237,11 @@ class RouteRequest(_message.Message):
         hold_until_release: _builtins.bool = ...,
         session_token: _builtins.str = ...,
         session_id: _builtins.str = ...,
+        opening_turn: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cache_salt", b"cache_salt", "hold_until_release", b"hold_until_release", "key", b"key", "model", b"model", "pool", b"pool", "prefix_blocks", b"prefix_blocks", "prompt_prefix", b"prompt_prefix", "request_id", b"request_id", "session_id", b"session_id", "session_token", b"session_token"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cache_salt", b"cache_salt", "hold_until_release", b"hold_until_release", "key", b"key", "model", b"model", "opening_turn", b"opening_turn", "pool", b"pool", "prefix_blocks", b"prefix_blocks", "prompt_prefix", b"prompt_prefix", "request_id", b"request_id", "session_id", b"session_id", "session_token", b"session_token"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -25,7 +25,7 @@ from tests.dataplane.http_front.metrics_util import in_flight
 from tests.support.envoy import BUFFERED, HEADERS_ONLY, Envoy
 from tests.support.factories import small_plan, store_plan
 from tests.support.polling import eventually
-from tests.support.router import QUIET, rollout, warm_keys
+from tests.support.router import PAPER_DISPATCH, QUIET, rollout, warm_keys
 
 pytestmark = [pytest.mark.redis, pytest.mark.grpc, pytest.mark.e2e, pytest.mark.slow]
 MODEL = DEFAULT_PROFILE
@@ -48,7 +48,8 @@ async def gateway(
 ) -> AsyncIterator[tuple[openai.AsyncOpenAI, RouterServer, RoutingTable]]:
     router = RouterServer(
         RouterConfig(
-            **QUIET, listen="127.0.0.1:0", redis_url=redis_url, router_id="epp", grace_s=0.5,
+            **QUIET, **PAPER_DISPATCH, listen="127.0.0.1:0", redis_url=redis_url, router_id="epp",
+            grace_s=0.5,
             extproc=ExtProcConfig(listen="127.0.0.1:0", health_listen="127.0.0.1:0"),
         )
     )  # fmt: skip

@@ -20,7 +20,7 @@ from cacheroute_state import Stores
 from dataplane.http_front.app import FrontConfig
 from dataplane.server import RouterConfig, RouterServer
 from servekit.processes import free_port
-from tests.support.router import QUIET, load_snapshot
+from tests.support.router import PAPER_DISPATCH, QUIET, load_snapshot
 from tests.support.timing import StartDeadline
 
 START_TIMEOUT_S = 60.0  # seconds of the machine's time (tests/support/timing.py)
@@ -138,7 +138,7 @@ async def running_front(
 ) -> AsyncIterator[RouterServer]:
     """A router with its HTTP front; the pool's members are ``addresses`` (one snapshot)."""
     config = RouterConfig(
-        **{**QUIET, **(router or {})},
+        **{**QUIET, **PAPER_DISPATCH, **(router or {})},
         listen="127.0.0.1:0",
         redis_url=redis_url,
         router_id="front-test",

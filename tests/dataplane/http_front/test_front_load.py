@@ -11,7 +11,7 @@ import pytest
 
 from cacheroute_state import Stores
 from dataplane.core.keys import hash_key
-from dataplane.server import RouterServer
+from dataplane.server import RouterConfig, RouterServer
 from sim.engine_model import DEFAULT_PROFILE
 from tests.dataplane.http_front.conftest import SimEngines, front_url, running_front
 from tests.dataplane.http_front.metrics_util import in_flight, metric_sum, node_load
@@ -181,15 +181,18 @@ async def test_the_session_token_header_comes_back_and_brings_the_next_turn_to_i
         assert forged.headers["x-cacheroute-reason"] == "warm"
 
 
+@pytest.mark.parametrize("policy", ["cacheroute_conversation", RouterConfig().policy])
 async def test_an_sdk_conversation_stays_on_one_member_without_a_token_on_every_router(
-    redis_url: str, stores: Stores, shared_engines: SimEngines
+    redis_url: str, stores: Stores, shared_engines: SimEngines, policy: str
 ) -> None:
-    """cacheroute_conversation over real HTTP with the real openai client and no token echoed:
+    """Conversation affinity (the default policy, cacheroute_balanced, and the one-bound
+    cacheroute_conversation) over real HTTP with the real openai client and no token echoed:
     every turn of a chat lands on one member of its key's set, on two routers alike (the second
     has never seen the conversation), while different conversations of the key spread over the
     members (issue 30)."""
+    assert RouterConfig().policy == "cacheroute_balanced"  # the router's default
     table = table_for({"acme": [f"node-{i}" for i in range(4)]}, [f"node-{i}" for i in range(4)])
-    router = {"policy": "cacheroute_conversation"}
+    router = {"policy": policy}
     system = {"role": "system", "content": "You are ACME's assistant. " * 20}
     async with (
         running_front(redis_url, stores, shared_engines.addresses, router=router) as one,

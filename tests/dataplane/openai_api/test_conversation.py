@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dataplane.openai_api.conversation import MAX_SESSION_ID, conversation_id
+from dataplane.openai_api.conversation import MAX_SESSION_ID, conversation_id, opens_conversation
 from dataplane.openai_api.request_keys import KeyRules, front_request
 
 SYSTEM = {"role": "system", "content": "You are the billing assistant of ACME. " * 50}
@@ -91,3 +91,38 @@ def test_the_doors_derive_it_only_for_a_policy_that_reads_it() -> None:
     rules = KeyRules(conversations=False)  # the paper's policy never reads it: not computed
     plain = front_request(body, {}, endpoint="chat", rules=rules, request_id="r")
     assert plain.route.message.session_id == ""
+
+
+def test_a_chat_opens_its_conversation_until_an_assistant_turn_is_in_it() -> None:
+    assert opens_conversation(chat("Why was I charged twice?"), "chat")
+    assert not opens_conversation(chat("Why?", "Let me check.", "It was on May 3."), "chat")
+    tool_result = {"role": "tool", "tool_call_id": "t1", "content": "{}"}
+    assert not opens_conversation({"messages": [SYSTEM, tool_result]}, "chat")
+
+
+def test_responses_open_a_conversation_only_without_earlier_items() -> None:
+    assert opens_conversation({"input": "Hello"}, "responses")
+    assert opens_conversation({"input": [{"role": "user", "content": "Hi"}]}, "responses")
+    called = [{"role": "user", "content": "Hi"}, {"type": "function_call_output", "output": "1"}]
+    assert not opens_conversation({"input": called}, "responses")
+    assert not opens_conversation({"input": "Go on", "previous_response_id": "r1"}, "responses")
+
+
+def test_without_turn_structure_opening_is_not_known() -> None:
+    assert not opens_conversation({"prompt": "def f():"}, "completions")
+    assert not opens_conversation({"messages": []}, "chat")
+    assert not opens_conversation({"messages": "not a list"}, "chat")
+    assert not opens_conversation({"messages": [SYSTEM, "junk"]}, "chat")
+
+
+def test_the_doors_send_the_opening_flag_to_the_router() -> None:
+    rules = KeyRules()
+    first = front_request(chat("Hi"), {}, endpoint="chat", rules=rules, request_id="r")
+    later = front_request(
+        chat("Hi", "Hello!", "More"), {}, endpoint="chat", rules=rules, request_id="r"
+    )
+    assert first.route.message.opening_turn and not later.route.message.opening_turn
+    plain = front_request(
+        chat("Hi"), {}, endpoint="chat", rules=KeyRules(conversations=False), request_id="r"
+    )
+    assert not plain.route.message.opening_turn
