@@ -32,6 +32,7 @@ class ExtProcConfig:
     key_from_user: bool = False
     seed: int = 0
     grace_s: float = 5.0
+    native: str | None = None  # the native ext_proc transport's binary (None: grpc.aio in Python)
 
 
 class ExtProcMetrics:
