@@ -127,6 +127,10 @@ class NativeExtProcServer:
         return self.health.port if self.health is not None else None
 
     @property
+    def child_pid(self) -> int | None:
+        return self._child.pid if self._child is not None else None
+
+    @property
     def connected(self) -> bool:
         return self._connected.is_set()
 
