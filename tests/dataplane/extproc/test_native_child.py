@@ -3,7 +3,7 @@
 A child that dies (SIGKILL) is detected: its streams end and release their holds, readiness goes
 NOT_SERVING (seen through the health server's Watch), the child is started again on the same port
 and readiness comes back; a stopped router stops its child (SIGTERM) and leaves no process
-behind.
+behind. And the option: ``--extproc-native BINARY``, refused with TLS (the child serves none).
 """
 
 from __future__ import annotations
@@ -11,14 +11,18 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+from pathlib import Path
 
 import grpc
 import pytest
 from envoy.service.ext_proc.v3 import external_processor_pb2_grpc as ext_grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from dataplane.__main__ import config_from, parse_args
 from dataplane.extproc.native_bridge import NativeExtProcServer
+from servekit.options import SettingsError
 from tests.support import extproc as m
+from tests.support.certs import make_certs
 from tests.support.extproc_native import require_binary
 from tests.support.native_picker import native_picker, process
 from tests.support.picker_stream import picker
@@ -104,3 +108,19 @@ async def test_a_killed_child_is_restarted_and_readiness_follows_it() -> None:
         last = server.child_pid
     assert last is not None
     assert not alive(last)  # stopped with the router
+
+
+def test_the_native_option_reaches_the_config_and_refuses_tls(tmp_path: Path) -> None:
+    base = ["--extproc-listen", "127.0.0.1:9002"]
+    got = config_from(parse_args([*base, "--extproc-native", "/opt/extproc_native"], {}))
+    assert got.extproc is not None and got.extproc.native == "/opt/extproc_native"
+    assert config_from(parse_args(base, {})).extproc.native is None  # type: ignore[union-attr]
+    certs = make_certs(tmp_path)
+    tls = [
+        "--tls-cert",
+        str(certs["server"]),
+        "--tls-key",
+        str(certs["server"].with_suffix(".key")),
+    ]
+    with pytest.raises(SettingsError, match="--extproc-native serves no TLS"):
+        config_from(parse_args([*base, "--extproc-native", "/opt/x", *tls], {}))
