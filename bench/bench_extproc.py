@@ -112,6 +112,7 @@ def _measure(
     spent = [cpu_s(pid) - b for pid, b in zip(pids, before, strict=True)]
     result["proxy_cpu_s"] = sum(spent)
     result["router_cpu_s"] = sum(spent[1:])  # the picker's own share (router + native child)
+    result["native_cpu_s"] = sum(spent[2:])  # the native transport's child alone
     return result
 
 
@@ -200,14 +201,16 @@ def orchestrate(args: argparse.Namespace) -> dict[str, Any]:
         }
         if native:
             router = procs[3].pid
-            native_pids = (router, *_children(router))
             urls["epp-native"] = f"{native_body.url}/v1/completions"
             urls["epp-native-headers-only"] = f"{native_headers.url}/v1/completions"
-            pids["epp-native"] = (native_body.proc.pid, *native_pids)
-            pids["epp-native-headers-only"] = (native_headers.proc.pid, *native_pids)
         for name in targets:
             _probe(urls[name], name, engine)
             _measure(urls[name], name, engine, 4, 0.5, ())  # warm-up
+        if native:  # the router has started its child by now: it answered
+            native_pids = (router, *_children(router))
+            assert len(native_pids) == 2, f"the native router's processes: {native_pids}"
+            pids["epp-native"] = (native_body.proc.pid, *native_pids)
+            pids["epp-native-headers-only"] = (native_headers.proc.pid, *native_pids)
         pooled: dict[tuple[str, int], list[dict[str, Any]]] = {}
         for r in range(args.rounds):
             order = list(targets[r % len(targets) :] + targets[: r % len(targets)])
@@ -246,6 +249,9 @@ def _report(
             "proxy_cpu_us_per_request": 1e6 * sum(r["proxy_cpu_s"] for r in results) / max(1, done),
             "router_cpu_us_per_request": 1e6
             * sum(r["router_cpu_s"] for r in results)
+            / max(1, done),
+            "native_cpu_us_per_request": 1e6
+            * sum(r["native_cpu_s"] for r in results)
             / max(1, done),
             "samples": int(ttft.size),
         }
