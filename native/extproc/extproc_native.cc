@@ -13,7 +13,8 @@
 // Out (to the router): HELLO (the bound port), OPEN (peer "\n" authorization), MESSAGE (a
 // ProcessingRequest), HALF_CLOSE (the gateway sent its last message), GONE (the stream ended).
 // In (from the router): MESSAGE (a ProcessingResponse), END (finish OK), ABORT (u8 gRPC code and
-// a text). Everything queued while the socket was busy goes out in one write: a batch.
+// a text). Everything queued while the socket was busy goes out in one write: a batch. A stream's
+// OPEN goes with its first message; GONE only when the router did not end the stream itself.
 //
 //   extproc_native --listen HOST:PORT --socket PATH [--max-message BYTES] [--grace SECONDS]
 
@@ -27,7 +28,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -60,52 +60,61 @@ void Fail(const char* what) {
   std::_Exit(2);
 }
 
-// The socket to the router: frames queued from any thread, written in batches by one thread.
+// The socket to the router. Frames come from any thread; the thread that finds the socket idle
+// writes everything queued meanwhile, in one write, until nothing is left: a batch, with no
+// thread hop when the socket is free.
 class Link {
  public:
   explicit Link(int fd) : fd_(fd) {}
 
-  void Send(uint8_t kind, uint64_t stream, const std::string& payload) {
-    std::string frame;
-    frame.resize(kHeader);
+  static void Frame(std::string* out, uint8_t kind, uint64_t stream, const std::string& payload) {
+    size_t at = out->size();
+    out->resize(at + kHeader);
     uint32_t length = static_cast<uint32_t>(1 + 8 + payload.size());
-    std::memcpy(&frame[0], &length, 4);
-    frame[4] = static_cast<char>(kind);
-    std::memcpy(&frame[5], &stream, 8);
-    frame += payload;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      queued_ += frame;
-    }
-    ready_.notify_one();
+    std::memcpy(&(*out)[at], &length, 4);
+    (*out)[at + 4] = static_cast<char>(kind);
+    std::memcpy(&(*out)[at + 5], &stream, 8);
+    out->append(payload);
   }
 
-  // The writer thread: whatever is queued when the socket is free goes out in one write.
-  void WriteLoop() {
+  void Send(uint8_t kind, uint64_t stream, const std::string& payload) {
+    std::string frame;
+    Frame(&frame, kind, stream, payload);
+    SendFrames(std::move(frame));
+  }
+
+  void SendFrames(std::string frames) {
+    std::unique_lock<std::mutex> lock(mu_);
+    queued_ += frames;
+    if (writing_) return;  // the thread writing now takes these too
+    writing_ = true;
     std::string batch;
-    for (;;) {
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        ready_.wait(lock, [this] { return !queued_.empty(); });
-        batch.swap(queued_);
-      }
-      size_t done = 0;
-      while (done < batch.size()) {
-        ssize_t n = ::write(fd_, batch.data() + done, batch.size() - done);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) Fail("writing to the router's socket");
-        done += static_cast<size_t>(n);
-      }
+    while (!queued_.empty()) {
+      batch.swap(queued_);
+      lock.unlock();
+      WriteAll(batch);
       batch.clear();
+      lock.lock();
     }
+    writing_ = false;
   }
 
   int fd() const { return fd_; }
 
  private:
+  void WriteAll(const std::string& batch) {
+    size_t done = 0;
+    while (done < batch.size()) {
+      ssize_t n = ::write(fd_, batch.data() + done, batch.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) Fail("writing to the router's socket");
+      done += static_cast<size_t>(n);
+    }
+  }
+
   int fd_;
   std::mutex mu_;
-  std::condition_variable ready_;
+  bool writing_ = false;
   std::string queued_;
 };
 
@@ -127,13 +136,13 @@ class Stream : public grpc::ServerGenericBidiReactor {
       authorization.assign(found->second.data(), found->second.size());
     }
     opened_ = true;
-    link_->Send(kOpen, id_, ctx->peer() + "\n" + authorization);
-    StartRead(&in_);
+    open_ = ctx->peer() + "\n" + authorization;  // sent with the first message (one frame less
+    StartRead(&in_);                              // to wake the router for)
   }
 
   void OnReadDone(bool ok) override {
     if (!ok) {
-      link_->Send(kHalfClose, id_, std::string());
+      Post(kHalfClose, std::string());
       return;
     }
     std::vector<grpc::Slice> slices;
@@ -145,8 +154,19 @@ class Stream : public grpc::ServerGenericBidiReactor {
       }
     }
     in_.Clear();
-    link_->Send(kMessage, id_, payload);
+    Post(kMessage, payload);
     StartRead(&in_);
+  }
+
+  // One frame for the router, after the stream's OPEN if that has not gone yet.
+  void Post(uint8_t kind, const std::string& payload) {
+    std::string frames;
+    if (!open_sent_) {
+      open_sent_ = true;
+      Link::Frame(&frames, kOpen, id_, open_);
+    }
+    Link::Frame(&frames, kind, id_, payload);
+    link_->SendFrames(std::move(frames));
   }
 
   // From the router (the reader thread).
@@ -158,12 +178,14 @@ class Stream : public grpc::ServerGenericBidiReactor {
         grpc::Slice slice(data, size);
         out_.emplace_back(&slice, 1);
       } else if (kind == kEnd) {
+        ended_ = true;
         finishing_ = true;
         status_ = grpc::Status::OK;
       } else if (kind == kAbort) {
         int code = size > 0 ? static_cast<int>(static_cast<uint8_t>(data[0]))
                            : static_cast<int>(grpc::StatusCode::INTERNAL);
         std::string text = size > 1 ? std::string(data + 1, size - 1) : std::string();
+        ended_ = true;
         finishing_ = true;
         status_ = grpc::Status(static_cast<grpc::StatusCode>(code), text);
       }
@@ -224,7 +246,10 @@ class Stream : public grpc::ServerGenericBidiReactor {
   Streams* streams_;
   Link* link_;
   uint64_t id_;
-  bool opened_ = false;
+  bool opened_ = false;     // a Process stream (another method is refused at once)
+  bool open_sent_ = false;  // OPEN went to the router (reads run on one thread at a time)
+  bool ended_ = false;      // the router ended the stream: it needs no GONE
+  std::string open_;
   grpc::ByteBuffer in_;
   grpc::ByteBuffer current_;
   std::mutex mu_;
@@ -265,7 +290,12 @@ class Streams : public grpc::CallbackGenericService {
   }
 
   void Done(Stream* stream) {
-    if (stream->opened_) link_->Send(kGone, stream->id_, std::string());
+    bool ended;
+    {
+      std::lock_guard<std::mutex> lock(stream->mu_);
+      ended = stream->ended_;
+    }
+    if (stream->open_sent_ && !ended) link_->Send(kGone, stream->id_, std::string());
     std::shared_ptr<Stream> last;
     std::lock_guard<std::mutex> lock(mu_);
     auto found = open_.find(stream->id_);
@@ -387,9 +417,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "extproc_native: cannot listen on %s\n", listen.c_str());
     return 3;
   }
-  std::thread writer([&link] { link.WriteLoop(); });
   std::thread reader([&] { ReadLoop(&link, &streams, static_cast<size_t>(max_message) + 64); });
-  writer.detach();
   reader.detach();
   link.Send(kHello, 0, std::to_string(port));
 
