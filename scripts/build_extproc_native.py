@@ -58,9 +58,7 @@ def cache_key() -> str:
     digest = hashlib.sha256()
     for source in SOURCES:
         digest.update(source.read_bytes())
-    text = "|".join(
-        [*FLAGS, grpc_version() or "no-grpc", platform.machine(), _compiler_version()]
-    )
+    text = "|".join([*FLAGS, grpc_version() or "no-grpc", platform.machine(), _compiler_version()])
     digest.update(text.encode())
     return digest.hexdigest()[:16]
 
