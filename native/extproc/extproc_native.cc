@@ -155,6 +155,10 @@ class Stream : public grpc::ServerGenericBidiReactor {
     }
     in_.Clear();
     Post(kMessage, payload);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (finished_) return;  // answered already (an immediate response): read no more
+    }
     StartRead(&in_);
   }
 
