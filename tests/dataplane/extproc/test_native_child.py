@@ -100,7 +100,7 @@ async def test_a_killed_child_is_restarted_and_readiness_follows_it() -> None:
         assert restarts == 1.0
 
         async def ready() -> bool:
-            return await readiness(server) == SERVING
+            return bool(await readiness(server) == SERVING)
 
         await eventually(ready, timeout=10)
         sent = [m.request_headers({"x-cacheroute-key": "k"}, end_of_stream=True)]

@@ -147,7 +147,8 @@ def _python(
 ) -> tuple[list[bytes], list[Any]]:
     """The Python picker's answers to ``sent`` then, once it picked, the response headers from
     the ``served`` entry; and every message sent."""
-    stream = PickerStream(ctx, ctx.feedback.caller(CallerOf("ipv4:127.0.0.1:1", "")))
+    caller: Any = CallerOf("ipv4:127.0.0.1:1", "")  # as the native transport names its caller
+    stream = PickerStream(ctx, ctx.feedback.caller(caller))
     answers: list[Any] = []
     for message in sent:
         answers += stream.on_message(message)
