@@ -21,6 +21,10 @@ samples pooled:
   ``x-cacheroute-key``: request and response headers only, two messages each way (issue 33);
 * ``epp-buffered``: Envoy on ``deploy/envoy/envoy-buffered.yaml`` + EPP, key in the body: the
   body in one message, the pick on its answer, no echo (issue 33);
+* ``epp-native``: as ``epp-body``, the picker behind the native ext_proc transport
+  (``--extproc-native``, built by ``scripts/build_extproc_native.py``: a C++ gRPC server in a
+  child process carries the streams, the decision stays in the router; issue 33);
+* ``epp-native-headers-only``: as ``epp-headers-only``, behind the native transport;
 * ``bare-epp``: Envoy + a bare ext_proc server in Python (this file, ``bare``: grpc.aio, the same
   message exchange as the picker with a constant pick, nothing else): what the Python gRPC stack
   itself costs, so the picker's own share shows.
@@ -28,7 +32,8 @@ samples pooled:
 Each request is a streamed ``POST /v1/completions`` with ``max_tokens`` 16. TTFT = request sent →
 first body bytes; throughput = completed requests per second of a closed loop of N streams.
 "Proxy CPU" is Envoy's (plus, for the EPP targets, the router's) user + system CPU per completed
-request, from ``/proc``: unlike throughput it hardly moves with other load on a shared machine.
+request, from ``/proc`` (the native transport's child process counted with the router): unlike
+throughput it hardly moves with other load on a shared machine.
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ sys.path.insert(0, str(ROOT))
 from cacheroute_state.embedded import EmbeddedRedis  # noqa: E402
 from servekit.processes import free_port  # noqa: E402
 from tests.support.envoy import BUFFERED, HEADERS_ONLY, Envoy  # noqa: E402
+from tests.support.scripts import load_script  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "bench"))
 from extproc_roles import HOST, bare, client  # noqa: E402
@@ -68,8 +74,27 @@ TARGETS = (
     "epp-header",
     "epp-headers-only",
     "epp-buffered",
+    "epp-native",
+    "epp-native-headers-only",
 )
-EPP_TARGETS = ("bare-epp", "epp-body", "epp-header", "epp-headers-only", "epp-buffered")
+EPP_TARGETS = (
+    "bare-epp",
+    "epp-body",
+    "epp-header",
+    "epp-headers-only",
+    "epp-buffered",
+    "epp-native",
+    "epp-native-headers-only",
+)
+NATIVE_TARGETS = ("epp-native", "epp-native-headers-only")
+
+
+def _children(pid: int) -> tuple[int, ...]:
+    """The child processes of ``pid`` (the native transport of a router)."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found += [int(c) for c in (task / "children").read_text().split()]
+    return tuple(found)
 
 
 def _measure(
@@ -86,7 +111,8 @@ def _measure(
     result: dict[str, Any] = json.loads(out.stdout)
     spent = [cpu_s(pid) - b for pid, b in zip(pids, before, strict=True)]
     result["proxy_cpu_s"] = sum(spent)
-    result["router_cpu_s"] = spent[1] if len(spent) > 1 else 0.0  # the picker's own share
+    result["router_cpu_s"] = sum(spent[1:])  # the picker's own share (router + native child)
+    result["native_cpu_s"] = sum(spent[2:])  # the native transport's child alone
     return result
 
 
@@ -103,6 +129,9 @@ def _probe(url: str, mode: str, engine: str) -> None:
 
 def orchestrate(args: argparse.Namespace) -> dict[str, Any]:
     engine_port, picker_port, bare_port = free_port(), free_port(), free_port()
+    native_port = free_port()
+    targets = tuple(t for t in TARGETS if t in args.targets.split(","))
+    native = any(t in NATIVE_TARGETS for t in targets)
     engine = f"{HOST}:{engine_port}"
     procs: list[subprocess.Popen[bytes]] = []
     envoys: list[Envoy] = []
@@ -121,6 +150,14 @@ def orchestrate(args: argparse.Namespace) -> dict[str, Any]:
                    "--log-level", "warning")
         )  # fmt: skip
         procs.append(spawn(__file__, "bare", str(bare_port), engine))
+        native_pids: tuple[int, ...] = ()
+        if native:
+            binary = load_script("scripts/build_extproc_native.py").build()
+            procs.append(
+                spawn("-m", "dataplane", "--listen", f"{HOST}:0", "--redis-url", redis.url,
+                       "--extproc-listen", f"{HOST}:{native_port}", "--extproc-native",
+                       str(binary), "--metrics-listen", "off", "--log-level", "warning")
+            )  # fmt: skip
         with_epp = Envoy(workdir, engines=[(HOST, engine_port)], pickers=[(HOST, picker_port)])
         fixed = Envoy(workdir, engines=[(HOST, engine_port)], ext_proc=False)
         with_bare = Envoy(workdir, engines=[(HOST, engine_port)], pickers=[(HOST, bare_port)])
@@ -132,6 +169,15 @@ def orchestrate(args: argparse.Namespace) -> dict[str, Any]:
             workdir, engines=[(HOST, engine_port)], pickers=[(HOST, picker_port)], recipe=BUFFERED
         )
         envoys += [with_epp, fixed, with_bare, headers_only, buffered]
+        if native:
+            native_body = Envoy(
+                workdir, engines=[(HOST, engine_port)], pickers=[(HOST, native_port)]
+            )
+            native_headers = Envoy(
+                workdir, engines=[(HOST, engine_port)], pickers=[(HOST, native_port)],
+                recipe=HEADERS_ONLY,
+            )  # fmt: skip
+            envoys += [native_body, native_headers]
         for envoy in envoys:
             envoy.wait_ready()
         router_pid = procs[1].pid
@@ -153,10 +199,18 @@ def orchestrate(args: argparse.Namespace) -> dict[str, Any]:
             "epp-headers-only": (headers_only.proc.pid, router_pid),
             "epp-buffered": (buffered.proc.pid, router_pid),
         }
-        targets = tuple(t for t in TARGETS if t in args.targets.split(","))
+        if native:
+            router = procs[3].pid
+            urls["epp-native"] = f"{native_body.url}/v1/completions"
+            urls["epp-native-headers-only"] = f"{native_headers.url}/v1/completions"
         for name in targets:
             _probe(urls[name], name, engine)
             _measure(urls[name], name, engine, 4, 0.5, ())  # warm-up
+        if native:  # the router has started its child by now: it answered
+            native_pids = (router, *_children(router))
+            assert len(native_pids) == 2, f"the native router's processes: {native_pids}"
+            pids["epp-native"] = (native_body.proc.pid, *native_pids)
+            pids["epp-native-headers-only"] = (native_headers.proc.pid, *native_pids)
         pooled: dict[tuple[str, int], list[dict[str, Any]]] = {}
         for r in range(args.rounds):
             order = list(targets[r % len(targets) :] + targets[: r % len(targets)])
@@ -195,6 +249,9 @@ def _report(
             "proxy_cpu_us_per_request": 1e6 * sum(r["proxy_cpu_s"] for r in results) / max(1, done),
             "router_cpu_us_per_request": 1e6
             * sum(r["router_cpu_s"] for r in results)
+            / max(1, done),
+            "native_cpu_us_per_request": 1e6
+            * sum(r["native_cpu_s"] for r in results)
             / max(1, done),
             "samples": int(ttft.size),
         }

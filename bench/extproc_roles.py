@@ -73,7 +73,7 @@ def client(url: str, mode: str, engine: str, streams: int, duration_s: float) ->
                     body: dict[str, Any] = dict(BODY)
                     if mode == "fixed":
                         headers["x-gateway-destination-endpoint"] = engine
-                    elif mode in ("epp-header", "epp-headers-only"):
+                    elif mode in ("epp-header", "epp-headers-only", "epp-native-headers-only"):
                         headers["x-cacheroute-key"] = key
                     else:
                         body["prompt_cache_key"] = key

@@ -63,11 +63,18 @@ class PickerIdentity:
         return self.check if method == PROCESS_METHOD and self.required else None
 
     async def check(self, method: str, context: _Context) -> str:
+        name = self.name(method, context)
+        if not name:
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, REFUSAL)
+        return name
+
+    def name(self, method: str, context: Any) -> str:
+        """The caller's name, or "" (counted and logged as refused): the native transport's
+        check, which has no gRPC context to abort (:mod:`dataplane.extproc.native_streams`)."""
         name = self._names.name(context) if self._names is not None else _certified(context)
         if not name:
             self.refused.inc()
             log.info("picker stream refused", method=method, peer=context.peer())
-            await context.abort(grpc.StatusCode.UNAUTHENTICATED, REFUSAL)
         return name
 
 

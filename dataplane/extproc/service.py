@@ -44,7 +44,7 @@ READINESS = "readiness"
 GATEWAY_CONNECTIONS = ConnectionHygiene(max_age_s=3600.0)
 MESSAGE_SLACK_BYTES = 1024 * 1024  # one message: a body chunk (at most the body) plus headers
 # What a message may hold that a picker cannot use: answered INVALID_ARGUMENT, one log line.
-_MALFORMED = (ValueError, TypeError, UnicodeError, KeyError, IndexError, AttributeError)
+MALFORMED = (ValueError, TypeError, UnicodeError, KeyError, IndexError, AttributeError)
 
 
 class ExternalProcessor(ext_grpc.ExternalProcessorServicer):  # type: ignore[misc]
@@ -71,7 +71,7 @@ class ExternalProcessor(ext_grpc.ExternalProcessorServicer):  # type: ignore[mis
                     return
                 try:
                     answers = stream.on_message(message)
-                except _MALFORMED as exc:
+                except MALFORMED as exc:
                     log.info("malformed ext_proc message", error=f"{type(exc).__name__}: {exc}")
                     await context.abort(
                         grpc.StatusCode.INVALID_ARGUMENT, f"malformed ext_proc message: {exc}"

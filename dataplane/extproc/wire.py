@@ -68,11 +68,12 @@ ProcessingResponse = ext.ProcessingResponse
 
 def header_map(headers: Any) -> dict[str, str]:
     """An ext_proc ``HeaderMap`` as a dict, names in lower case (Envoy sends ``raw_value``)."""
-    result: dict[str, str] = {}
-    for header in headers.headers:
-        raw = header.raw_value
-        result[header.key.lower()] = raw.decode("utf-8", "replace") if raw else header.value
-    return result
+    return {
+        header.key.lower(): raw.decode("utf-8", "replace")
+        if (raw := header.raw_value)
+        else header.value
+        for header in headers.headers
+    }
 
 
 def _metadata_value(request: Any, namespace: str, key: str) -> Any:

@@ -62,6 +62,7 @@ from dataplane.options.doors import (
     EXTPROC_LISTEN,
     EXTPROC_MAX_BODY,
     EXTPROC_MAX_BUFFERED,
+    EXTPROC_NATIVE,
     EXTPROC_POOL,
     HTTP_BODY_TIMEOUT,
     HTTP_CONNECT_TIMEOUT,
@@ -126,6 +127,11 @@ def config_from(args: argparse.Namespace) -> RouterConfig:
         allow_unauthenticated=ALLOW_UNAUTHENTICATED.value(args),
     )
     extproc = extproc_config(args)
+    if extproc is not None and extproc.native is not None and tls is not None:
+        raise SettingsError(
+            "--extproc-native serves no TLS: use the Python picker (leave --extproc-native out) "
+            "with --tls-cert"
+        )
     if extproc is not None:
         check_exposure(
             "Endpoint Picker",
@@ -242,4 +248,5 @@ def extproc_config(args: argparse.Namespace) -> ExtProcConfig | None:
         key_from_user=HTTP_KEY_FROM_USER.value(args),
         seed=SEED.value(args),
         grace_s=GRACE.value(args),
+        native=EXTPROC_NATIVE.value(args) or None,
     )

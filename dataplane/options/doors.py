@@ -127,6 +127,15 @@ EXTPROC_BODY_TIMEOUT = Option(
     positive_float,
     "seconds a picker stream may take from its request headers to its body's end (then 408)",
 )
+EXTPROC_NATIVE: Option[str | None] = Option(
+    "extproc_native",
+    None,
+    optional_text,
+    "carry the picker's ext_proc streams in this native server binary (scripts/"
+    "build_extproc_native.py prints its path), run as a child process; decisions stay in this "
+    "process (docs/components/extproc.md); not with --tls-cert",
+    metavar="BINARY",
+)
 EXTPROC_ALLOW_UNAUTHENTICATED = switch(
     "extproc_allow_unauthenticated",
     "with --auth-file or mTLS, serve picker callers that present no known token or certificate "

@@ -42,6 +42,7 @@ from cacheroute.v1 import routing_pb2
 from cacheroute_state import Stores, open_stores
 from dataplane.core.router import Router
 from dataplane.extproc.context import PickerContext
+from dataplane.extproc.native_bridge import NativeExtProcServer
 from dataplane.extproc.service import ExtProcServer
 from dataplane.health.active_probe import ActiveProber
 from dataplane.health.health_feedback import HealthFeedback, allow_listed
@@ -138,7 +139,7 @@ class RouterServer:
             self.metrics.registry,
             config.health_feedback_share,
         )
-        self.extproc: ExtProcServer | None = None
+        self.extproc: ExtProcServer | NativeExtProcServer | None = None
         if config.extproc is not None:
             context = PickerContext(
                 self.router,
@@ -149,7 +150,10 @@ class RouterServer:
                 self.metrics.registry,
                 feedback,
             )
-            self.extproc = ExtProcServer(context, config.extproc, config.tls, config.auth)
+            if config.extproc.native is not None:
+                self.extproc = NativeExtProcServer(context, config.extproc, config.auth)
+            else:
+                self.extproc = ExtProcServer(context, config.extproc, config.tls, config.auth)
         self.stores: Stores = open_stores(config.redis_url)
         self.grpc = GrpcServer(
             config.listen,

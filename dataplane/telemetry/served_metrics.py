@@ -90,6 +90,7 @@ class ServedMetrics:
             registry=registry,
         )
         self._models: set[str] = set()
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         self.node_ttft = NodeTtftCounts()
 
     def model_label(self, model: str) -> str:
@@ -103,7 +104,16 @@ class ServedMetrics:
         return model
 
     def key_source(self, door: str, source: str) -> None:
-        self.key_sources.labels(door, source).inc()
+        self.child(self.key_sources, (door, source)).inc()
+
+    def child(self, metric: Any, labels: tuple[str, ...]) -> Any:
+        """``metric.labels(*labels)``, looked up once (``labels()`` costs microseconds a call,
+        per request on the doors' hot path); the label sets are bounded (``MAX_MODELS``)."""
+        key = (id(metric), labels)
+        found = self._children.get(key)
+        if found is None:
+            found = self._children[key] = metric.labels(*labels)
+        return found
 
     def timer(
         self,
@@ -157,10 +167,10 @@ class AnswerTimer:
         now = time.perf_counter() if now is None else now
         if self._first == 0.0:
             self._first = now
-            self._metrics.ttft.labels(*self._labels).observe(now - self._started)
+            self._metrics.child(self._metrics.ttft, self._labels).observe(now - self._started)
             self._metrics.node_ttft.observe(self._labels[1], self.node, now - self._started)
         else:
-            self._metrics.inter_token.labels(*self._labels).observe(now - self._last)
+            self._metrics.child(self._metrics.inter_token, self._labels).observe(now - self._last)
         self._last = now
         self._tail = (self._tail + data)[-TAIL_BYTES:]
 
@@ -174,10 +184,10 @@ class AnswerTimer:
         if not completed:
             return
         now = time.perf_counter() if now is None else now
-        self._metrics.request.labels(*self._labels).observe(now - self._started)
+        self._metrics.child(self._metrics.request, self._labels).observe(now - self._started)
         found = _CACHED.findall(self._tail)
         if found:
-            self._metrics.cached_tokens.labels(*self._labels).observe(int(found[-1]))
+            self._metrics.child(self._metrics.cached_tokens, self._labels).observe(int(found[-1]))
         if self._target is not None:
             door, pool = self._labels[0], self._labels[1]
             self._metrics.affinity.answered(door, pool, *self._target, self._tail)

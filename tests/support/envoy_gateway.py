@@ -25,7 +25,7 @@ from sim.engine_model import DEFAULT_PROFILE
 from tests.dataplane.http_front.conftest import SimEngines, snapshot
 from tests.dataplane.http_front.metrics_util import in_flight, metric_sum
 from tests.support import extproc as m
-from tests.support.envoy import Envoy
+from tests.support.envoy import RECIPE, Envoy
 from tests.support.factories import small_plan, store_plan
 from tests.support.polling import eventually
 from tests.support.router import PAPER_DISPATCH, QUIET, rollout
@@ -63,8 +63,16 @@ class Gateway:
 
 @asynccontextmanager
 async def gateway(
-    redis_url: str, stores: Stores, engines: SimEngines, workdir: Path
+    redis_url: str,
+    stores: Stores,
+    engines: SimEngines,
+    workdir: Path,
+    *,
+    native: Path | None = None,
+    recipe: Path = RECIPE,
 ) -> AsyncIterator[Gateway]:
+    """Two routers as pickers (``native``: behind the native transport's binary) and Envoy
+    running ``recipe``."""
     routers = []
     envoy: Envoy | None = None
     try:
@@ -77,7 +85,11 @@ async def gateway(
                     redis_url=redis_url,
                     router_id=name,
                     grace_s=0.5,
-                    extproc=ExtProcConfig(listen="127.0.0.1:0", health_listen="127.0.0.1:0"),
+                    extproc=ExtProcConfig(
+                        listen="127.0.0.1:0",
+                        health_listen="127.0.0.1:0",
+                        native=str(native) if native is not None else None,
+                    ),
                 )
             )
             await router.start()
@@ -99,7 +111,12 @@ async def gateway(
             for r in routers
             if r.extproc is not None
         ]
-        envoy = Envoy(workdir, engines=[("127.0.0.1", p) for p in engines.ports], pickers=pickers)
+        envoy = Envoy(
+            workdir,
+            engines=[("127.0.0.1", p) for p in engines.ports],
+            pickers=pickers,
+            recipe=recipe,
+        )
         await asyncio.to_thread(envoy.wait_ready)
         yield Gateway(envoy, routers, engines, table, generation)
     finally:

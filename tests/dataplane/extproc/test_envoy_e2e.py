@@ -45,6 +45,13 @@ pytestmark = [pytest.mark.redis, pytest.mark.grpc, pytest.mark.e2e, pytest.mark.
 MESSAGES = [{"role": "user", "content": "a question about the shared context"}]
 
 
+@pytest.fixture
+def native() -> Path | None:
+    """The pickers' transport: None, grpc.aio in Python; test_native_envoy_e2e.py runs these
+    tests again with the native transport's binary."""
+    return None
+
+
 @pytest.fixture(scope="module")
 def module_engines() -> Iterator[SimEngines]:
     started = SimEngines(4, "--speedup", "4")
@@ -56,9 +63,13 @@ def module_engines() -> Iterator[SimEngines]:
 
 
 async def test_warm_keys_land_on_the_active_plans_node_streaming_or_not(
-    redis_url: str, stores: Stores, module_engines: SimEngines, tmp_path: Path
+    redis_url: str,
+    stores: Stores,
+    module_engines: SimEngines,
+    tmp_path: Path,
+    native: Path | None,
 ) -> None:
-    async with gateway(redis_url, stores, module_engines, tmp_path) as gw:
+    async with gateway(redis_url, stores, module_engines, tmp_path, native=native) as gw:
         api = gw.client()
         keys = warm_keys(gw.table)
         assert keys
@@ -95,10 +106,14 @@ async def test_warm_keys_land_on_the_active_plans_node_streaming_or_not(
 
 
 async def test_both_replicas_give_identical_picks_for_every_warm_key(
-    redis_url: str, stores: Stores, module_engines: SimEngines, tmp_path: Path
+    redis_url: str,
+    stores: Stores,
+    module_engines: SimEngines,
+    tmp_path: Path,
+    native: Path | None,
 ) -> None:
-    async with gateway(redis_url, stores, module_engines, tmp_path) as gw:
-        addresses = [r.extproc.grpc.address for r in gw.routers if r.extproc is not None]
+    async with gateway(redis_url, stores, module_engines, tmp_path, native=native) as gw:
+        addresses = [f"127.0.0.1:{r.extproc.port}" for r in gw.routers if r.extproc is not None]
         for key in warm_keys(gw.table):
             first, second = await asyncio.gather(*(pick_through(a, key) for a in addresses))
             assert first == second, key
@@ -106,12 +121,12 @@ async def test_both_replicas_give_identical_picks_for_every_warm_key(
 
 
 async def test_a_killed_engine_is_answered_by_the_fallback_and_fails_nothing_unstarted(
-    redis_url: str, stores: Stores, tmp_path: Path
+    redis_url: str, stores: Stores, tmp_path: Path, native: Path | None
 ) -> None:
     engines = SimEngines(4, "--speedup", "4")
     try:
         engines.wait_ready()
-        async with gateway(redis_url, stores, engines, tmp_path) as gw:
+        async with gateway(redis_url, stores, engines, tmp_path, native=native) as gw:
             api = gw.client()
             finished, failures = await streams_through_a_kill(
                 api, MODEL, MESSAGES, lambda: engines.kill(2)
@@ -128,9 +143,13 @@ async def test_a_killed_engine_is_answered_by_the_fallback_and_fails_nothing_uns
 
 
 async def test_held_load_returns_to_zero_when_streams_end_or_clients_disconnect(
-    redis_url: str, stores: Stores, module_engines: SimEngines, tmp_path: Path
+    redis_url: str,
+    stores: Stores,
+    module_engines: SimEngines,
+    tmp_path: Path,
+    native: Path | None,
 ) -> None:
-    async with gateway(redis_url, stores, module_engines, tmp_path) as gw:
+    async with gateway(redis_url, stores, module_engines, tmp_path, native=native) as gw:
         api = gw.client()
         open_streams: list[tuple[str, Any]] = []
         for index in range(8):
@@ -166,14 +185,18 @@ async def test_held_load_returns_to_zero_when_streams_end_or_clients_disconnect(
 
 
 async def test_a_stopped_picker_costs_at_most_its_in_flight_requests_then_100_of_100_succeed(
-    redis_url: str, stores: Stores, module_engines: SimEngines, tmp_path: Path
+    redis_url: str,
+    stores: Stores,
+    module_engines: SimEngines,
+    tmp_path: Path,
+    native: Path | None,
 ) -> None:
     """Issue 34: with no health check and no ejection in the recipe, one stopped picker of two
     failed every other request with an empty 500, for as long as it stayed down. Now its health
     check fails, outlier detection ejects it and a stream that cannot open is retried on the
     other replica: only requests in flight while it stopped may fail."""
     async with (
-        gateway(redis_url, stores, module_engines, tmp_path) as gw,
+        gateway(redis_url, stores, module_engines, tmp_path, native=native) as gw,
         gw.client() as api,
     ):
         stopped = gw.routers[0]
@@ -194,7 +217,11 @@ async def test_a_stopped_picker_costs_at_most_its_in_flight_requests_then_100_of
 
 
 async def test_a_killed_picker_process_costs_at_most_its_in_flight_requests(
-    redis_url: str, stores: Stores, module_engines: SimEngines, tmp_path: Path
+    redis_url: str,
+    stores: Stores,
+    module_engines: SimEngines,
+    tmp_path: Path,
+    native: Path | None,
 ) -> None:
     """The crash case: a picker process SIGKILLed under load (no graceful stop, its streams
     reset); the recipe routes around it the same way."""
@@ -206,8 +233,10 @@ async def test_a_killed_picker_process_costs_at_most_its_in_flight_requests(
         pickers = []
         for name in ("epp-a", "epp-b"):
             port, health = free_port(), free_port()
+            transport = ["--extproc-native", str(native)] if native is not None else []
             proc = fleet.router(name, redis_url, "--extproc-listen", f"127.0.0.1:{port}",
-                                "--extproc-health-listen", f"127.0.0.1:{health}")  # fmt: skip
+                                "--extproc-health-listen", f"127.0.0.1:{health}",
+                                *transport)  # fmt: skip
             pickers.append((proc, port, health))
         metrics = [(await proc.logged("router serving", "metrics_port"))[0] for proc, *_ in pickers]
         envoy = Envoy(
