@@ -5,13 +5,18 @@ in-memory state twin (``memory_url``, ``memory_stores``) for logic that does not
 Property tests are derandomized by default, so ``make test`` and CI run the same examples every
 time and a newcomer's first run cannot fail on a fresh random draw; ``HYPOTHESIS_PROFILE=explore``
 draws new examples (more of them) to hunt for bugs, and a failure it finds becomes an ``@example``.
+
+``CACHEROUTE_TEST_CPU_LOG=FILE`` appends each test's CPU seconds (its worker's and its reaped
+children's, setup and teardown included) to FILE: where the suite's CPU goes (issue 34,
+docs/DEVELOPING.md).
 """
 
 from __future__ import annotations
 
 import os
+import resource
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Generator, Iterator
 from pathlib import Path
 
 import pytest
@@ -27,6 +32,26 @@ settings.register_profile("explore", derandomize=False, max_examples=1000, print
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 
 TRACES = Path(__file__).resolve().parent.parent.parent / "shared" / "traces"
+CPU_LOG = os.environ.get("CACHEROUTE_TEST_CPU_LOG", "")
+
+
+def _cpu_s() -> float:
+    """CPU seconds of this process and of its children it has waited for."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, None, None]:
+    """Each test's CPU seconds into ``CACHEROUTE_TEST_CPU_LOG`` when it is set (docstring)."""
+    if not CPU_LOG:
+        yield
+        return
+    before = _cpu_s()
+    yield
+    with open(CPU_LOG, "a") as log:
+        log.write(f"{_cpu_s() - before:.3f} {item.nodeid}\n")
 
 
 @pytest.fixture
