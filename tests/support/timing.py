@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from types import TracebackType
+from typing import TypeVar
 
 import pytest
 
@@ -33,6 +34,8 @@ NAP_S = 0.01
 WORST_S = 0.1  # one wake-up this late: the process had no core for 100 ms
 SHARE = 0.1  # or a tenth of the time lost to late wake-ups
 CAP_S = 600.0  # a start deadline never waits longer (pyproject's per-test guard is 900 s)
+
+T = TypeVar("T")
 
 
 class LagMeter:
@@ -145,3 +148,22 @@ class StartDeadline:
             f"{self.elapsed_s:.1f} s, {self.lost_s:.1f} s of them lost to a busy machine "
             f"(patience: {self.base_s:g} s of the machine's time, at most {CAP_S:g} s)"
         )
+
+
+async def patiently(
+    wait: Callable[[float], Awaitable[T]], base_s: float, *, gives_up: type[Exception]
+) -> T:
+    """Await ``wait(timeout_s)``, a wait that takes its patience in fixed seconds (e.g.
+    ``LocalCluster.wait_ready``), with :class:`StartDeadline` patience instead: when it gives up
+    (raises ``gives_up``) before the deadline's machine-seconds are spent, it is called again
+    with what is left, so time the machine took from this process is not counted."""
+    with StartDeadline(base_s) as deadline:
+        while True:
+            left = max(
+                1.0, min(CAP_S - deadline.elapsed_s, base_s - deadline.elapsed_s + deadline.lost_s)
+            )
+            try:
+                return await wait(left)
+            except gives_up:
+                if deadline.expired():
+                    raise

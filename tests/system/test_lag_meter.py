@@ -3,11 +3,12 @@ a held bound passes, a missed one fails on an idle machine and skips on a starve
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
 
-from tests.support.timing import CAP_S, LagMeter, StartDeadline
+from tests.support.timing import CAP_S, LagMeter, StartDeadline, patiently
 
 
 def test_a_held_bound_passes_and_a_missed_one_fails_when_the_machine_was_idle() -> None:
@@ -56,3 +57,30 @@ def test_a_start_deadline_counts_only_the_seconds_the_machine_gave() -> None:
     meter.late_s += 10_000.0  # however starved, never past the cap
     clock.now = 100.0 + CAP_S + 1.0
     assert deadline.expired()
+
+
+class _GaveUpError(Exception):
+    pass
+
+
+async def test_a_wait_with_fixed_seconds_is_called_again_while_the_machine_owes_it_time() -> None:
+    """``patiently``: a wait that gives up (``LocalCluster.wait_ready(timeout_s)``) before the
+    start deadline's machine-seconds are spent is called again with what is left; once they are
+    spent its error stands."""
+    asked: list[float] = []
+
+    async def gives_up_once(timeout_s: float) -> str:
+        asked.append(timeout_s)
+        if len(asked) == 1:
+            raise _GaveUpError
+        return "ready"
+
+    assert await patiently(gives_up_once, 30.0, gives_up=_GaveUpError) == "ready"
+    assert len(asked) == 2 and all(1.0 <= t <= 30.0 for t in asked)
+
+    async def never(timeout_s: float) -> str:
+        await asyncio.sleep(0.01)
+        raise _GaveUpError
+
+    with pytest.raises(_GaveUpError):
+        await patiently(never, 0.0, gives_up=_GaveUpError)
