@@ -167,3 +167,47 @@ async def patiently(
             except gives_up:
                 if deadline.expired():
                     raise
+
+
+GUARD_NAP_S = 1.0  # the hang guard's thread wakes once a second: no measurable CPU
+GUARD_CAP = 3.0  # however starved the machine, a hang guard fires at 3x its seconds
+
+
+class HangGuard:
+    """The per-test hang guard (pyproject's ``timeout``, ``@pytest.mark.timeout``) in the
+    machine's seconds, like :class:`StartDeadline`: a thread naps ``nap_s`` over and over, counts
+    its late wake-ups as seconds the machine did not give this process, and calls ``expire``
+    once ``timeout_s`` of the remaining seconds have passed (or ``GUARD_CAP`` times that in all).
+    A fixed guard failed two right answers at load 22-38 on two cores (issue 34)."""
+
+    def __init__(
+        self, timeout_s: float, expire: Callable[[], None], *, nap_s: float = GUARD_NAP_S
+    ) -> None:
+        self.timeout_s = timeout_s
+        self.nap_s = nap_s
+        self.lost_s = 0.0
+        self.fired = False
+        self._expire = expire
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="hang-guard", daemon=True)
+
+    def start(self) -> HangGuard:
+        self._thread.start()
+        return self
+
+    def cancel(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout=self.nap_s + 1.0)
+
+    def _run(self) -> None:
+        started = last = time.monotonic()
+        while not self._stop.wait(self.nap_s):
+            now = time.monotonic()
+            self.lost_s += max(0.0, now - last - self.nap_s)
+            last = now
+            elapsed = now - started
+            if elapsed > GUARD_CAP * self.timeout_s or elapsed - self.lost_s > self.timeout_s:
+                self.fired = True
+                self._expire()
+                return

@@ -4,11 +4,12 @@ a held bound passes, a missed one fails on an idle machine and skips on a starve
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 
 import pytest
 
-from tests.support.timing import CAP_S, LagMeter, StartDeadline, patiently
+from tests.support.timing import CAP_S, HangGuard, LagMeter, StartDeadline, patiently
 
 
 def test_a_held_bound_passes_and_a_missed_one_fails_when_the_machine_was_idle() -> None:
@@ -84,3 +85,16 @@ async def test_a_wait_with_fixed_seconds_is_called_again_while_the_machine_owes_
 
     with pytest.raises(_GaveUpError):
         await patiently(never, 0.0, gives_up=_GaveUpError)
+
+
+def test_the_hang_guard_fires_after_its_seconds_and_not_once_cancelled() -> None:
+    """The per-test guard (conftest's pytest-timeout hook) in the machine's seconds."""
+    fired = threading.Event()
+    guard = HangGuard(0.05, fired.set, nap_s=0.01).start()
+    assert fired.wait(5.0) and guard.fired
+    guard.cancel()
+    quiet = threading.Event()
+    cancelled = HangGuard(0.3, quiet.set, nap_s=0.01).start()
+    cancelled.cancel()
+    time.sleep(0.4)
+    assert not quiet.is_set() and not cancelled.fired
