@@ -22,11 +22,12 @@ measured starvation, up to :data:`CAP_S`, below the suite's per-test hang guard.
 
 from __future__ import annotations
 
+import subprocess
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pytest
 
@@ -211,3 +212,33 @@ class HangGuard:
                 self.fired = True
                 self._expire()
                 return
+
+
+def run_patiently(
+    args: Sequence[str],
+    *,
+    timeout: float,
+    check: bool = False,
+    capture_output: bool = False,
+    **popen: Any,
+) -> subprocess.CompletedProcess[Any]:
+    """``subprocess.run(args, timeout=...)`` with ``timeout`` in the machine's seconds
+    (:class:`StartDeadline`): a Python process that only parses its flags can take a minute to
+    start on a starved machine (issue 34). On expiry the child is killed and
+    ``subprocess.TimeoutExpired`` raised, as ``subprocess.run`` does."""
+    if capture_output:
+        popen.update(stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    with StartDeadline(timeout) as deadline, subprocess.Popen(args, **popen) as proc:
+        while True:
+            try:
+                out, err = proc.communicate(timeout=1.0)
+                break
+            except subprocess.TimeoutExpired:
+                if deadline.expired():
+                    proc.kill()
+                    out, err = proc.communicate()
+                    raise subprocess.TimeoutExpired(args, deadline.elapsed_s, out, err) from None
+    done = subprocess.CompletedProcess(args, proc.returncode, out, err)
+    if check:
+        done.check_returncode()
+    return done
