@@ -5,28 +5,86 @@ in-memory state twin (``memory_url``, ``memory_stores``) for logic that does not
 Property tests are derandomized by default, so ``make test`` and CI run the same examples every
 time and a newcomer's first run cannot fail on a fresh random draw; ``HYPOTHESIS_PROFILE=explore``
 draws new examples (more of them) to hunt for bugs, and a failure it finds becomes an ``@example``.
+
+The per-test hang guard (pyproject's ``timeout``, ``@pytest.mark.timeout``) counts the machine's
+seconds (:class:`tests.support.timing.HangGuard`), not fixed ones: pytest-timeout's own signal
+timer is replaced, its report (every thread's stack, then the failure) is kept.
+
+``CACHEROUTE_TEST_CPU_LOG=FILE`` appends each test's CPU seconds (its worker's and its reaped
+children's, setup and teardown included) to FILE: where the suite's CPU goes (issue 34,
+docs/DEVELOPING.md).
 """
 
 from __future__ import annotations
 
 import os
+import resource
+import signal
+import threading
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Generator, Iterator
 from pathlib import Path
+from types import FrameType
+from typing import Any
 
 import pytest
+import pytest_timeout
 import redis
 from hypothesis import settings
 
 from cacheroute_state import Stores, memory, open_stores
 from cacheroute_state.embedded import EmbeddedRedis
-from tests.support.timing import LagMeter
+from tests.support.timing import HangGuard, LagMeter
 
 settings.register_profile("repeatable", derandomize=True, print_blob=True)
 settings.register_profile("explore", derandomize=False, max_examples=1000, print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 
 TRACES = Path(__file__).resolve().parent.parent.parent / "shared" / "traces"
+CPU_LOG = os.environ.get("CACHEROUTE_TEST_CPU_LOG", "")
+
+
+def _cpu_s() -> float:
+    """CPU seconds of this process and of its children it has waited for."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, None, None]:
+    """Each test's CPU seconds into ``CACHEROUTE_TEST_CPU_LOG`` when it is set (docstring)."""
+    if not CPU_LOG:
+        yield
+        return
+    before = _cpu_s()
+    yield
+    with open(CPU_LOG, "a") as log:
+        log.write(f"{_cpu_s() - before:.3f} {item.nodeid}\n")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_timeout_set_timer(item: pytest.Item, settings: Any) -> bool | None:
+    """pytest-timeout's signal method, with the timer in the machine's seconds (docstring)."""
+    if settings.method != "signal" or threading.current_thread() is not threading.main_thread():
+        return None  # pytest-timeout's own thread method
+
+    def timed_out(signum: int, frame: FrameType | None) -> None:
+        __tracebackhide__ = True
+        pytest_timeout.timeout_sigalrm(item, settings)
+
+    main = threading.main_thread().ident
+    assert main is not None
+    signal.signal(signal.SIGALRM, timed_out)
+    guard = HangGuard(settings.timeout, lambda: signal.pthread_kill(main, signal.SIGALRM))
+
+    def cancel() -> None:
+        guard.cancel()
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+
+    item.cancel_timeout = cancel  # type: ignore[attr-defined]  # pytest-timeout's cancel hook
+    guard.start()
+    return True
 
 
 @pytest.fixture

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import re
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -36,6 +35,7 @@ from tests.support.llamacpp import (
 )
 from tests.support.polling import eventually
 from tests.support.real_fleet import FleetSpec, RealFleet
+from tests.support.timing import run_patiently
 
 pytestmark = [pytest.mark.llamacpp, pytest.mark.slow]
 
@@ -75,7 +75,7 @@ async def _ask(session: aiohttp.ClientSession, url: str, prompt: str) -> None:
 
 
 def _cachectl(address: str, *argv: str) -> str:
-    done = subprocess.run(
+    done = run_patiently(
         [sys.executable, "-m", "cachectl", *argv, "--target", address],
         capture_output=True, text=True, timeout=120, check=True,
     )  # fmt: skip

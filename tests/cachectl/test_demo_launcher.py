@@ -20,9 +20,9 @@ import pytest
 
 from cachectl.localcluster.cluster import LocalCluster
 from cachectl.localcluster.processes import ManagedProcess, ProcessExitedError, stop_all
-from cachectl.localcluster.spec import ClusterSpec
+from cachectl.localcluster.spec import ClusterError, ClusterSpec
 from cachectl.main import main
-from tests.support.timing import LagMeter
+from tests.support.timing import LagMeter, patiently
 
 pytestmark = [pytest.mark.redis]
 
@@ -68,7 +68,7 @@ async def test_a_component_that_fails_at_start_is_reported_and_nothing_is_left(
     try:
         cluster.start()
         with pytest.raises(ProcessExitedError, match="engines-0 exited with status 2"):
-            await cluster.wait_ready(timeout_s=30)
+            await patiently(cluster.wait_ready, 30, gives_up=ClusterError)
     finally:
         cluster.stop()
     assert cluster.pids()
@@ -231,7 +231,7 @@ async def test_reset_caches_waits_until_engines_are_idle_then_empties_them(
     spec = ClusterSpec(engines=1, routers=1, profile="llama-3.1-8b-bf16-h100")
     with LocalCluster(spec, tmp_path) as cluster:
         cluster.start()
-        await cluster.wait_ready(timeout_s=60)
+        await patiently(cluster.wait_ready, 60, gives_up=ClusterError)
         await asyncio.wait_for(cluster.reset_caches(), 10)
         nodes = await cluster.nodes()
         assert [n.record.node_id for n in nodes] == ["sim-0"]

@@ -20,12 +20,13 @@ from cacheroute_state import Stores
 from servekit.processes import free_port
 from tests.support.factories import small_plan, store_plan
 from tests.support.router import NODES, load_snapshot, rollout, warm_keys
+from tests.support.timing import run_patiently
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_help_documents_every_option_and_its_environment_variable() -> None:
-    result = subprocess.run(
+    result = run_patiently(
         [sys.executable, "-m", "dataplane", "--help"],
         capture_output=True, text=True, check=True, cwd=ROOT, timeout=60,
     )  # fmt: skip
@@ -40,7 +41,7 @@ def test_help_documents_every_option_and_its_environment_variable() -> None:
 
 
 def test_inconsistent_tls_options_are_refused() -> None:
-    result = subprocess.run(
+    result = run_patiently(
         [sys.executable, "-m", "dataplane", "--tls-cert", "/nonexistent.pem"],
         check=False, capture_output=True, text=True, cwd=ROOT, timeout=60,
     )  # fmt: skip

@@ -84,20 +84,23 @@ def test_cached_prefix_is_not_prefilled_again() -> None:
 def test_mean_queueing_delay_matches_md1(rho: float) -> None:
     """No cache reuse, one destination, one request at a time, output 1 → M/D/1.
 
-    Every request has the same 1,000-token prompt of unique blocks (never a hit) and one output
+    Every request has the same 64-token prompt of unique blocks (never a hit) and one output
     token, and ``max_running`` = 1, so each request is served alone by exactly one prefill step of
     fixed length S. Poisson arrivals at ρ/S. Pollaczek-Khinchine for deterministic service:
-    Wq = ρ·S / (2(1 - ρ)). The measured delay is TTFT - S.
+    Wq = ρ·S / (2(1 - ρ)). The measured delay is TTFT - S. (The prompt was 1,000 tokens: arrivals
+    scale with S, so the measured/expected ratio is the same, 1.0035 and 1.0461, for a quarter of
+    the CPU: the cost was the cache's per-block work, which this queue does not need; issue 34.)
     """
+    tokens = 64
     profile = PROFILE.with_overrides(max_running=1, kv_blocks=1_000_000)
-    service = profile.step_ms(profile.prefill_chunk_ms(1000, 1000), 0, 0) / 1000
+    service = profile.step_ms(profile.prefill_chunk_ms(tokens, tokens), 0, 0) / 1000
     rate = rho / service
     rng = random.Random(7)
     requests = []
     t = 0.0
     for rid in range(60_000):
         t += rng.expovariate(rate)
-        requests.append(unique_request(rid, t, 1000, 1))
+        requests.append(unique_request(rid, t, tokens, 1))
     config = ClusterConfig(profile=profile, nodes=1, timeout_s=1e9)
     metrics = simulate(requests, "flat", config)
     assert metrics.served == len(requests)

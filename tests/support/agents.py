@@ -9,7 +9,6 @@ it stands in for controlplane/server/process.py, so an agent test needs neither 
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from aiohttp import web
 
 from cacheroute.v1 import agent_pb2, agent_pb2_grpc
 from servekit.grpc_server import GrpcServer
+from tests.support.timing import StartDeadline
 
 SAMPLES = Path(__file__).resolve().parents[1] / "data" / "metrics"
 DIALECT_SAMPLES = (
@@ -35,12 +35,13 @@ def sample(name: str) -> str:
 
 
 async def wait_until(predicate: Callable[[], bool], timeout_s: float = 5.0) -> None:
-    """Poll ``predicate`` until it holds; fail the test after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            pytest.fail(f"condition not met within {timeout_s} s")
-        await asyncio.sleep(0.01)
+    """Poll ``predicate`` until it holds; fail the test after ``timeout_s`` seconds of the
+    machine's time (patience, tests/support/timing.py)."""
+    with StartDeadline(timeout_s) as deadline:
+        while not predicate():
+            if deadline.expired():
+                pytest.fail(f"condition not met in {deadline.describe()}")
+            await asyncio.sleep(0.01)
 
 
 class EngineStub:

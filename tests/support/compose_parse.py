@@ -35,6 +35,7 @@ from tests.support.compose import (
     pyproject,
     services,
 )
+from tests.support.timing import run_patiently
 
 # Entry points that serve /metrics on their --listen port beside their API, as vLLM does.
 METRICS_ON_LISTEN = frozenset({"simengine"})
@@ -151,7 +152,7 @@ def run_entry_point(
     spec = {"prog": point.prog, "args": args, "module": point.module,
             "function": point.function, "dry": dry}  # fmt: skip
     try:
-        return subprocess.run(
+        return run_patiently(
             [sys.executable, "-c", _RUN, json.dumps(spec)],
             cwd=ROOT, env=child_env(env), capture_output=True, text=True, check=False,
             timeout=PARSE_TIMEOUT_S,

@@ -223,16 +223,15 @@ class ControlPlaneProcess:
     def wait_for(
         self, event: str, timeout: float = 15.0, *, deadline: StartDeadline | None = None
     ) -> dict[str, Any]:
-        """The first ``event`` line; waits ``timeout`` seconds, or as long as ``deadline`` says."""
+        """The first ``event`` line; waits ``timeout`` seconds of the machine's time, or as long
+        as ``deadline`` says (patience: tests/support/timing.py)."""
         for seen in self.seen:
             if seen.get("event") == event:
                 return seen
-        ends = time.monotonic() + timeout
-
-        def waiting() -> bool:
-            return not deadline.expired() if deadline is not None else time.monotonic() < ends
-
-        while waiting():
+        if deadline is None:
+            with StartDeadline(timeout) as own:
+                return self.wait_for(event, deadline=own)
+        while not deadline.expired():
             try:
                 line = self.lines.get(timeout=0.1)
             except queue.Empty:
@@ -242,8 +241,7 @@ class ControlPlaneProcess:
             self.seen.append(line)
             if line.get("event") == event:
                 return line
-        waited = deadline.describe() if deadline is not None else f"{timeout} s"
-        raise AssertionError(f"no {event!r} log line in {waited}; saw {self.seen}")
+        raise AssertionError(f"no {event!r} log line in {deadline.describe()}; saw {self.seen}")
 
     def terminate(self, timeout: float = 10.0) -> int:
         self.proc.send_signal(signal.SIGTERM)

@@ -29,6 +29,7 @@ import pytest
 
 from servekit.processes import free_port
 from tests.support.scripts import ROOT, load_script
+from tests.support.timing import StartDeadline
 
 N_EMBD, N_LAYER, N_HEAD, N_HEAD_KV, N_FF, N_CTX = 128, 2, 4, 2, 256, 4096
 CHATML = (
@@ -155,8 +156,18 @@ def start_server(
     return proc
 
 
-def wait_healthy(port: int, proc: subprocess.Popen[bytes], timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
+def wait_healthy(
+    port: int,
+    proc: subprocess.Popen[bytes],
+    timeout_s: float = 60.0,
+    *,
+    deadline: StartDeadline | None = None,
+) -> None:
+    """Until the engine answers /health: ``timeout_s`` seconds of the machine's time, or as long
+    as ``deadline`` says (tests/support/timing.py)."""
+    if deadline is None:
+        with StartDeadline(timeout_s) as own:
+            return wait_healthy(port, proc, deadline=own)
     while True:
         if proc.poll() is not None:
             raise RuntimeError(f"llama-server exited with {proc.returncode}")
@@ -166,8 +177,8 @@ def wait_healthy(port: int, proc: subprocess.Popen[bytes], timeout_s: float = 60
                     return
         except OSError:
             pass
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"llama-server on {port} not healthy within {timeout_s} s")
+        if deadline.expired():
+            raise RuntimeError(f"llama-server on {port} not healthy in {deadline.describe()}")
         time.sleep(0.05)
 
 

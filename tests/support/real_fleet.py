@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import signal
 import subprocess
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +29,7 @@ from cacheroute.v1 import admin_pb2, admin_pb2_grpc, routing_pb2, routing_pb2_gr
 from cacheroute_state.embedded import EmbeddedRedis
 from servekit.processes import free_port
 from tests.support.llamacpp import BENCH_MODEL, ModelShape, start_server, wait_healthy, write_model
+from tests.support.timing import StartDeadline
 
 HOST = "127.0.0.1"
 POOL = "default"
@@ -121,10 +121,13 @@ class RealFleet:
 
     async def wait_ready(self, timeout_s: float) -> None:
         """Until engines answer /health, every node reports healthy and every router serves."""
-        deadline = time.monotonic() + timeout_s
+        with StartDeadline(timeout_s) as deadline:
+            await self._wait_ready(deadline)
+
+    async def _wait_ready(self, deadline: StartDeadline) -> None:
         for address, proc in zip(self.engine_addresses.values(), self.engines, strict=True):
             port = int(address.rsplit(":", 1)[1])
-            await asyncio.to_thread(wait_healthy, port, proc, max(1.0, deadline - time.monotonic()))
+            await asyncio.to_thread(wait_healthy, port, proc, deadline=deadline)
         assert self.controlplane is not None
         self.controlplane_address = await self._logged(
             self.controlplane, "control plane serving", "listen", deadline
@@ -157,18 +160,25 @@ class RealFleet:
                     return
             except grpc.aio.AioRpcError:
                 pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"the fleet did not come up; logs in {self.work_dir}")
+            if deadline.expired():
+                raise RuntimeError(
+                    f"the fleet did not come up in {deadline.describe()}; logs in {self.work_dir}"
+                )
             await asyncio.sleep(0.2)
 
-    async def _logged(self, proc: ManagedProcess, event: str, field: str, deadline: float) -> str:
+    async def _logged(
+        self, proc: ManagedProcess, event: str, field: str, deadline: StartDeadline
+    ) -> str:
         while True:
             proc.check()
             found = logged_values(proc.log_path, event, field)
             if found:
                 return found[0]
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{proc.name} did not log {event!r}; see {proc.log_path}")
+            if deadline.expired():
+                raise RuntimeError(
+                    f"{proc.name} did not log {event!r} in {deadline.describe()}; "
+                    f"see {proc.log_path}"
+                )
             await asyncio.sleep(0.05)
 
     def check_alive(self) -> None:
@@ -218,17 +228,17 @@ class RealFleet:
             ),
         )  # fmt: skip
         wanted = {f"router-{p}" for p in routers}
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            acks = (await self.status()).routers
-            done = {
-                a.router_id
-                for a in acks
-                if a.accepted and a.serving_generation >= pointer.generation
-            }
-            if wanted <= done:
-                return built  # type: ignore[no-any-return]
-            await asyncio.sleep(0.2)
+        with StartDeadline(60) as deadline:  # patience (tests/support/timing.py)
+            while not deadline.expired():
+                acks = (await self.status()).routers
+                done = {
+                    a.router_id
+                    for a in acks
+                    if a.accepted and a.serving_generation >= pointer.generation
+                }
+                if wanted <= done:
+                    return built  # type: ignore[no-any-return]
+                await asyncio.sleep(0.2)
         raise RuntimeError(
             f"routers {sorted(wanted)} did not serve generation {pointer.generation}"
         )

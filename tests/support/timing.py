@@ -22,10 +22,12 @@ measured starvation, up to :data:`CAP_S`, below the suite's per-test hang guard.
 
 from __future__ import annotations
 
+import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
+from typing import Any, TypeVar
 
 import pytest
 
@@ -33,6 +35,8 @@ NAP_S = 0.01
 WORST_S = 0.1  # one wake-up this late: the process had no core for 100 ms
 SHARE = 0.1  # or a tenth of the time lost to late wake-ups
 CAP_S = 600.0  # a start deadline never waits longer (pyproject's per-test guard is 900 s)
+
+T = TypeVar("T")
 
 
 class LagMeter:
@@ -145,3 +149,96 @@ class StartDeadline:
             f"{self.elapsed_s:.1f} s, {self.lost_s:.1f} s of them lost to a busy machine "
             f"(patience: {self.base_s:g} s of the machine's time, at most {CAP_S:g} s)"
         )
+
+
+async def patiently(
+    wait: Callable[[float], Awaitable[T]], base_s: float, *, gives_up: type[Exception]
+) -> T:
+    """Await ``wait(timeout_s)``, a wait that takes its patience in fixed seconds (e.g.
+    ``LocalCluster.wait_ready``), with :class:`StartDeadline` patience instead: when it gives up
+    (raises ``gives_up``) before the deadline's machine-seconds are spent, it is called again
+    with what is left, so time the machine took from this process is not counted."""
+    with StartDeadline(base_s) as deadline:
+        while True:
+            left = max(
+                1.0, min(CAP_S - deadline.elapsed_s, base_s - deadline.elapsed_s + deadline.lost_s)
+            )
+            try:
+                return await wait(left)
+            except gives_up:
+                if deadline.expired():
+                    raise
+
+
+GUARD_NAP_S = 1.0  # the hang guard's thread wakes once a second: no measurable CPU
+GUARD_CAP = 3.0  # however starved the machine, a hang guard fires at 3x its seconds
+
+
+class HangGuard:
+    """The per-test hang guard (pyproject's ``timeout``, ``@pytest.mark.timeout``) in the
+    machine's seconds, like :class:`StartDeadline`: a thread naps ``nap_s`` over and over, counts
+    its late wake-ups as seconds the machine did not give this process, and calls ``expire``
+    once ``timeout_s`` of the remaining seconds have passed (or ``GUARD_CAP`` times that in all).
+    A fixed guard failed two right answers at load 22-38 on two cores (issue 34)."""
+
+    def __init__(
+        self, timeout_s: float, expire: Callable[[], None], *, nap_s: float = GUARD_NAP_S
+    ) -> None:
+        self.timeout_s = timeout_s
+        self.nap_s = nap_s
+        self.lost_s = 0.0
+        self.fired = False
+        self._expire = expire
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="hang-guard", daemon=True)
+
+    def start(self) -> HangGuard:
+        self._thread.start()
+        return self
+
+    def cancel(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout=self.nap_s + 1.0)
+
+    def _run(self) -> None:
+        started = last = time.monotonic()
+        while not self._stop.wait(self.nap_s):
+            now = time.monotonic()
+            self.lost_s += max(0.0, now - last - self.nap_s)
+            last = now
+            elapsed = now - started
+            if elapsed > GUARD_CAP * self.timeout_s or elapsed - self.lost_s > self.timeout_s:
+                self.fired = True
+                self._expire()
+                return
+
+
+def run_patiently(
+    args: Sequence[str],
+    *,
+    timeout: float,
+    check: bool = False,
+    capture_output: bool = False,
+    **popen: Any,
+) -> subprocess.CompletedProcess[Any]:
+    """``subprocess.run(args, timeout=...)`` with ``timeout`` in the machine's seconds
+    (:class:`StartDeadline`): a Python process that only parses its flags can take a minute to
+    start on a starved machine (issue 34). On expiry the child is killed and
+    ``subprocess.TimeoutExpired`` raised, as ``subprocess.run`` does."""
+    if capture_output:
+        popen.update(stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    with StartDeadline(timeout) as deadline, subprocess.Popen(args, **popen) as proc:
+        while True:
+            try:
+                out, err = proc.communicate(timeout=1.0)
+                break
+            except subprocess.TimeoutExpired:
+                if deadline.expired():
+                    proc.kill()
+                    out, err = proc.communicate()
+                    raise subprocess.TimeoutExpired(args, deadline.elapsed_s, out, err) from None
+    done = subprocess.CompletedProcess(args, proc.returncode, out, err)
+    if check:
+        done.check_returncode()
+    return done

@@ -17,12 +17,12 @@ from cachectl.loadgen.client import LoadClient
 from cachectl.loadgen.runner import replay
 from cachectl.loadgen.workloads import resolve
 from cachectl.localcluster.cluster import LocalCluster
-from cachectl.localcluster.spec import ClusterSpec
+from cachectl.localcluster.spec import ClusterError, ClusterSpec
 from cacheroute.v1 import admin_pb2, cluster_pb2, table_pb2
 from cacheroute_state import open_stores
 from controlplane.lifecycle.live_guard import AUTO_ACTOR, GUARD_ACTOR
 from sim.engine_model import LLAMA_70B
-from tests.support.timing import LagMeter
+from tests.support.timing import LagMeter, patiently
 
 pytestmark = [
     pytest.mark.e2e,
@@ -77,7 +77,7 @@ async def test_automatic_mode_rolls_out_a_passing_plan_and_the_guard_catches_a_s
     cluster = LocalCluster(spec, tmp_path / "logs")
     try:
         cluster.start()
-        await cluster.wait_ready(timeout_s=60)
+        await patiently(cluster.wait_ready, 60, gives_up=ClusterError)
         # route_blocks: the routers see (and sample) each prompt's prefix blocks, which the
         # shadow replay needs; without them every sampled prompt looks unique and tiny.
         loadgen = LoadClient(cluster.router_addresses, route_blocks=True)

@@ -32,11 +32,11 @@ from cachectl.loadgen.results import summarize
 from cachectl.loadgen.runner import replay
 from cachectl.loadgen.workloads import resolve
 from cachectl.localcluster.cluster import LocalCluster
-from cachectl.localcluster.spec import ClusterSpec
+from cachectl.localcluster.spec import ClusterError, ClusterSpec
 from cacheroute.v1 import routing_pb2, routing_pb2_grpc
 from sim.engine_model import LLAMA_8B
 from tests.support.polling import eventually
-from tests.support.timing import LagMeter
+from tests.support.timing import LagMeter, patiently
 
 # The timeout is a hang guard, not a bound: a busy machine stretches the waits.
 pytestmark = [pytest.mark.e2e, pytest.mark.redis, pytest.mark.grpc, pytest.mark.timeout(300)]
@@ -123,7 +123,7 @@ async def test_routers_stop_choosing_a_killed_engine_within_a_second_of_its_agen
     cluster = LocalCluster(spec, tmp_path / "logs")
     try:
         cluster.start()
-        await cluster.wait_ready(timeout_s=60)
+        await patiently(cluster.wait_ready, 60, gives_up=ClusterError)
         async with LoadClient(cluster.router_addresses) as client:
             load = asyncio.create_task(replay(client, requests, drain_timeout_s=20))
             stop_probe = asyncio.Event()

@@ -3,11 +3,13 @@ a held bound passes, a missed one fails on an idle machine and skips on a starve
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import time
 
 import pytest
 
-from tests.support.timing import CAP_S, LagMeter, StartDeadline
+from tests.support.timing import CAP_S, HangGuard, LagMeter, StartDeadline, patiently
 
 
 def test_a_held_bound_passes_and_a_missed_one_fails_when_the_machine_was_idle() -> None:
@@ -56,3 +58,43 @@ def test_a_start_deadline_counts_only_the_seconds_the_machine_gave() -> None:
     meter.late_s += 10_000.0  # however starved, never past the cap
     clock.now = 100.0 + CAP_S + 1.0
     assert deadline.expired()
+
+
+class _GaveUpError(Exception):
+    pass
+
+
+async def test_a_wait_with_fixed_seconds_is_called_again_while_the_machine_owes_it_time() -> None:
+    """``patiently``: a wait that gives up (``LocalCluster.wait_ready(timeout_s)``) before the
+    start deadline's machine-seconds are spent is called again with what is left; once they are
+    spent its error stands."""
+    asked: list[float] = []
+
+    async def gives_up_once(timeout_s: float) -> str:
+        asked.append(timeout_s)
+        if len(asked) == 1:
+            raise _GaveUpError
+        return "ready"
+
+    assert await patiently(gives_up_once, 30.0, gives_up=_GaveUpError) == "ready"
+    assert len(asked) == 2 and all(1.0 <= t <= 30.0 for t in asked)
+
+    async def never(timeout_s: float) -> str:
+        await asyncio.sleep(0.01)
+        raise _GaveUpError
+
+    with pytest.raises(_GaveUpError):
+        await patiently(never, 0.0, gives_up=_GaveUpError)
+
+
+def test_the_hang_guard_fires_after_its_seconds_and_not_once_cancelled() -> None:
+    """The per-test guard (conftest's pytest-timeout hook) in the machine's seconds."""
+    fired = threading.Event()
+    guard = HangGuard(0.05, fired.set, nap_s=0.01).start()
+    assert fired.wait(5.0) and guard.fired
+    guard.cancel()
+    quiet = threading.Event()
+    cancelled = HangGuard(0.3, quiet.set, nap_s=0.01).start()
+    cancelled.cancel()
+    time.sleep(0.4)
+    assert not quiet.is_set() and not cancelled.fired

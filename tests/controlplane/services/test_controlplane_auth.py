@@ -4,7 +4,6 @@ tokens."""
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -25,6 +24,7 @@ from servekit.tls import ClientTlsConfig, TlsConfig
 from tests.support.certs import make_certs
 from tests.support.controlplane import fast_config, report
 from tests.support.controlplane import running as running_plane
+from tests.support.timing import run_patiently
 
 PLAN = "/cacheroute.v1.PlanService/"
 NODE = "/cacheroute.v1.NodeService/"
@@ -135,6 +135,6 @@ async def test_a_node_stays_bound_to_the_agent_identity_that_registered_it(
 def test_help_never_shows_secrets_from_the_environment(module: str) -> None:
     env = dict(os.environ, CACHEROUTE_REDIS_URL="redis://:topsecret@h:1/0",
                CACHEROUTE_TOKEN="tok-secret")  # fmt: skip
-    shown = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True,
+    shown = run_patiently([sys.executable, "-m", module, "--help"], capture_output=True,
                            text=True, env=env, timeout=60, check=True)  # fmt: skip
     assert "topsecret" not in shown.stdout and "tok-secret" not in shown.stdout

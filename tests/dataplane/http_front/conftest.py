@@ -149,13 +149,15 @@ async def running_front(
     await server.start()
     try:
         await stores.cluster.publish_load(snapshot(addresses, seq=1, pool=pool))
-        deadline = time.monotonic() + 10
-        while pool not in server.router.pools or len(
-            server.router.pools[pool].view.eligible_nodes
-        ) < len(addresses):
-            if time.monotonic() > deadline:
-                pytest.fail("the router never applied the load snapshot")
-            await asyncio.sleep(0.01)
+        with StartDeadline(10) as deadline:  # patience (tests/support/timing.py)
+            while pool not in server.router.pools or len(
+                server.router.pools[pool].view.eligible_nodes
+            ) < len(addresses):
+                if deadline.expired():
+                    pytest.fail(
+                        f"the router never applied the load snapshot: {deadline.describe()}"
+                    )
+                await asyncio.sleep(0.01)
         yield server
     finally:
         await server.stop()

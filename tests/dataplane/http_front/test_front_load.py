@@ -19,6 +19,7 @@ from tests.support.factories import small_plan, store_plan
 from tests.support.router import rollout, warm_keys
 from tests.support.router_core import table_for
 from tests.support.streams import streams_through_a_kill
+from tests.support.timing import StartDeadline
 
 pytestmark = [pytest.mark.redis, pytest.mark.grpc]
 MODEL = DEFAULT_PROFILE  # simengine serves its profile's name
@@ -33,11 +34,11 @@ def client(server: RouterServer) -> openai.AsyncOpenAI:
 
 async def _until(check: object, timeout_s: float = 20.0) -> None:
     assert callable(check)
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    while not check():
-        if asyncio.get_running_loop().time() > deadline:
-            pytest.fail(f"condition not met within {timeout_s} s")
-        await asyncio.sleep(0.02)
+    with StartDeadline(timeout_s) as deadline:  # patience (tests/support/timing.py)
+        while not check():
+            if deadline.expired():
+                pytest.fail(f"condition not met in {deadline.describe()}")
+            await asyncio.sleep(0.02)
 
 
 async def test_warm_keys_go_where_the_active_plan_says(

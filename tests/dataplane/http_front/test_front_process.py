@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from servekit.processes import free_port
+from tests.support.timing import run_patiently
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -29,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[3]
     ],
 )
 def test_bad_front_options_exit_2_naming_the_option(flags: list[str], message: str) -> None:
-    result = subprocess.run(
+    result = run_patiently(
         [sys.executable, "-m", "dataplane", "--http-listen", "127.0.0.1:0", *flags],
         check=False, capture_output=True, text=True, cwd=ROOT, timeout=60,
     )  # fmt: skip

@@ -5,7 +5,6 @@ loads and pools in test_route_service_loads.py."""
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ from tests.support.router import (
     scrape,
 )
 from tests.support.state import on_redis
+from tests.support.timing import run_patiently
 
 pytestmark = pytest.mark.grpc
 
@@ -147,7 +147,7 @@ async def test_with_tls_options_the_router_serves_over_tls(
     if shutil.which("openssl") is None:
         pytest.skip("openssl is not installed")
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(
+    run_patiently(
         ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
          "-keyout", str(key), "-out", str(cert), "-subj", "/CN=localhost",
          "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
