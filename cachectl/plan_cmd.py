@@ -26,6 +26,7 @@ from cachectl import (
     plan_shadow_cmd,
 )
 from cachectl.admin_client import add_target_flags
+from dataplane.core.policies.registry import DEFAULT_POLICY
 from dataplane.core.table import PLACEMENTS
 
 Register = Callable[[Any], None]
@@ -132,9 +133,16 @@ def _register_route(sub: Any) -> None:
     parser.add_argument("--pool", default="", help="online: pool of VERSION (default: default)")
     parser.add_argument("--key", required=True, help="business key")
     parser.add_argument(
-        "--policy", default="cacheroute", help="routing policy (default: %(default)s)"
+        "--policy", default=DEFAULT_POLICY, help="routing policy (default: %(default)s)"
     )
     parser.add_argument("--prompt", help="prompt text, for policies that use prefix history")
+    parser.add_argument(
+        "--conversation",
+        metavar="ID",
+        help="conversation id (a Route caller's session_id), for policies that keep "
+        "conversations on one member",
+    )
+    parser.add_argument("--opening", action="store_true", help="the request opens its conversation")
     parser.add_argument("--seed", type=int, default=0, help="policy RNG seed (default: 0)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     add_target_flags(parser)

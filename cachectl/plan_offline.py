@@ -211,7 +211,8 @@ def route(args: argparse.Namespace, table: RoutingTable) -> int:
     view = LoadView(NodeSet(table.node_ids), table=table)
     key_hash = hash_key(args.key)
     blocks = prompt_blocks(args.prompt) if args.prompt else ()
-    decision = policy.choose(Request(key_hash, blocks), view)
+    request = Request(key_hash, blocks, flow=args.conversation or 0, opening=args.opening)
+    decision = policy.choose(request, view)
     node = view.nodes.ids[decision.node]
     warm_set = table.destination_ids(key_hash)
     if args.json:

@@ -100,6 +100,31 @@ for study in "$@"; do
           --policies cacheroute_balanced --ladder 100,140,160,180 --ref-qps 100 ;;
         *) echo "unknown study $study" >&2; exit 2 ;;
       esac ;;
+    fresh-*)  # issue 30, last round: seeds 7-9, run for no decision. cacheroute_balanced's
+      # opening-turn rule was changed after its first held-out run (seeds 4-6, 16 routers), so
+      # 4-6 informed it; these seeds were never run before, for it and the strongest others alike
+      p=(--no-session-echo --seeds 7,8,9)
+      r16=("${testbed[@]}" --routers 16 --q-cap 3.0546875 "${p[@]}" --ladder 120,140,150,160 \
+        --ref-qps 140)
+      case ${study#fresh-} in
+        table1) run fresh_table1 capacity "${testbed[@]}" --q-cap 3.0546875 "${p[@]}" \
+          --policies sglang,smg,smg_events,cacheroute,cacheroute_conversation,cacheroute_balanced \
+          --ladder 100,140,160,180 --ref-qps 100 ;;
+        public) run fresh_public capacity --workload paper --profile llama-3.3-70b-fp8-tp2-h100 \
+          --q-cap 20.25 "${p[@]}" --policies chwbl,preble,sglang,smg,cacheroute,cacheroute_balanced \
+          --ladder 800,900,1000 --ref-qps 800 ;;
+        topk256) run fresh_topk256 capacity "${testbed[@]}" --top-k 256 --q-cap 2.671875 \
+          "${p[@]}" --policies sglang,smg,cacheroute,cacheroute_balanced --ladder 100,140,160 \
+          --ref-qps 100 ;;
+        gamma) run fresh_gamma capacity "${testbed[@]}" --option arrival=gamma --option cv=1.9 \
+          --q-cap 2.0 "${p[@]}" --policies sglang,smg,cacheroute,cacheroute_balanced \
+          --ladder 100,140,160 --ref-qps 100 ;;
+        routers16) run fresh_routers16 capacity "${r16[@]}" \
+          --policies cacheroute,cacheroute_conversation,cacheroute_balanced,smg ;;
+        routers16_sglang) run fresh_routers16_sglang capacity "${r16[@]}" --front session \
+          --policies sglang ;;
+        *) echo "unknown study $study" >&2; exit 2 ;;
+      esac ;;
     online5-*)  # issue 22, this round: every at-a-glance row on the paper's five seeds (2-3 tuned
       # the frozen parameters, 4-6 held out), with q_cap as each row's study measured it
       case ${study#online5-} in

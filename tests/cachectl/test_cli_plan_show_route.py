@@ -85,14 +85,40 @@ def test_route_sends_a_warm_key_to_a_member_of_its_set(
     assert result["version"] == table.version
 
 
-def test_route_sends_a_cold_key_by_power_of_two_choices(
+def test_route_sends_a_cold_key_to_its_ring_home_by_default(
     rates: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out, table = built(rates, tmp_path)
     capsys.readouterr()
     result = run_json(capsys, ["plan", "route", str(out), "--key", "tenant-42", "--json"])
+    assert (result["policy"], result["reason"]) == ("cacheroute_balanced", "ring")
+    assert (result["warm"], result["destinations"]) == (False, None)
+    again = run_json(capsys, ["plan", "route", str(out), "--key", "tenant-42", "--json"])
+    assert again["node"] == result["node"] and result["node"] in table.node_ids
+
+
+def test_the_papers_policy_sends_a_cold_key_by_power_of_two_choices(
+    rates: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out, table = built(rates, tmp_path)
+    capsys.readouterr()
+    argv = ["plan", "route", str(out), "--key", "tenant-42", "--policy", "cacheroute", "--json"]
+    result = run_json(capsys, argv)
     assert (result["reason"], result["warm"], result["destinations"]) == ("tail", False, None)
     assert result["node"] in table.node_ids
+
+
+def test_route_places_a_conversation_on_one_member_of_its_set(
+    rates: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out, table = built(rates, tmp_path)
+    capsys.readouterr()
+    members = table.destination_ids(hash_key("acme/support-bot"))
+    argv = ["plan", "route", str(out), "--key", "acme/support-bot", "--json"]
+    nodes = {run_json(capsys, [*argv, "--conversation", f"c{i}"])["node"] for i in range(40)}
+    opening = run_json(capsys, [*argv, "--conversation", "c1", "--opening"])
+    assert members is not None and nodes == set(members)  # 40 conversations over every member
+    assert opening["node"] == run_json(capsys, [*argv, "--conversation", "c1"])["node"]  # idle
 
 
 def test_route_human_output_names_node_reason_and_set(
