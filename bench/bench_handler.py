@@ -4,6 +4,7 @@
     PYTHONPATH=/path/to/other/checkout .venv/bin/python bench/bench_handler.py   # A/B
     .venv/bin/python bench/bench_handler.py --policies cacheroute,cacheroute_online  # same run
     .venv/bin/python bench/bench_handler.py --policies cacheroute,cacheroute_conversation
+    .venv/bin/python bench/bench_handler.py --policies cacheroute,cacheroute_balanced  # the default
 
 With ``--policies``, one router per policy on the same table, snapshot and requests, timed in
 alternating batches (A, B, A, B, ...) so both see the same machine; a session-aware policy is
@@ -113,6 +114,7 @@ def compare(policies: list[str], batches: int) -> None:
                 named = type(r)()
                 named.CopyFrom(r)
                 named.session_id = f"m:{i % 5_000:016x}"
+                named.opening_turn = i % 4 == 0  # a quarter open their conversation (paper: 0.23)
                 conversations.append(named.SerializeToString())
             arms.append((f"{policy}+session_id", servicer, conversations))
     per_request = asyncio.run(alternating(arms, batches))
@@ -120,7 +122,8 @@ def compare(policies: list[str], batches: int) -> None:
     base_p10 = float(np.percentile(per_request[base], 10))
     base_median = float(np.median(per_request[base]))
     print(f"{TREE}: servicer.Route, CPU per request, {batches} alternating batches of {BATCH}")
-    print(f"  the HTTP doors' conversation id of a 4 KiB first turn: {identity_cost():.2f} µs")
+    print(f"  the HTTP doors' conversation id and opening flag of a 4 KiB first turn: "
+          f"{identity_cost():.2f} µs")  # fmt: skip
     for name, values in per_request.items():
         p10, median = float(np.percentile(values, 10)), float(np.median(values))
         print(f"  {name:<28} p10 {p10:6.2f} µs (Δ {p10 - base_p10:+.2f})  "
@@ -128,9 +131,13 @@ def compare(policies: list[str], batches: int) -> None:
 
 
 def identity_cost(rounds: int = 20_000) -> float:
-    """µs of thread CPU per ``conversation_id`` of a chat whose first turn is ~4 KiB (a ~1,000-token
-    system prompt and a question): what the HTTP doors add per request for the identity."""
-    from dataplane.openai_api.conversation import conversation_id  # noqa: PLC0415
+    """µs of thread CPU per ``conversation_id`` + ``opens_conversation`` of a chat whose first turn
+    is ~4 KiB (a ~1,000-token system prompt and a question): what the HTTP doors add per request
+    for the identity and the opening flag."""
+    from dataplane.openai_api.conversation import (  # noqa: PLC0415
+        conversation_id,
+        opens_conversation,
+    )
 
     body = {
         "model": "m",
@@ -144,6 +151,7 @@ def identity_cost(rounds: int = 20_000) -> float:
     t0 = time.thread_time()
     for _ in range(rounds):
         conversation_id(body, {}, "chat")
+        opens_conversation(body, "chat")
     return (time.thread_time() - t0) / rounds * 1e6
 
 

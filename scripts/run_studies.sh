@@ -98,6 +98,14 @@ for study in "$@"; do
           "${q[@]}" --ladder 120,140,150,160 --ref-qps 140 ;;
         echo) run balanced_echo capacity "${testbed[@]}" --q-cap 3.0546875 --seeds 4,5,6 \
           --policies cacheroute_balanced --ladder 100,140,160,180 --ref-qps 100 ;;
+        routers4) run balanced_routers4 capacity "${testbed[@]}" --routers 4 --q-cap 3.0546875 \
+          "${q[@]}" --ladder 80,100,140,160,180 --ref-qps 100 ;;
+        whales) run balanced_whales capacity --workload whales --q-cap 23.75 --seeds 2,3,4 \
+          --no-session-echo --policies cacheroute_balanced ;;  # the seeds online5-whales ran
+        public950)  # a rung between the public ladder's 900 and 1,000, for the default and smg
+          run balanced_public950 capacity --workload paper --profile llama-3.3-70b-fp8-tp2-h100 \
+            --q-cap 20.25 --no-session-echo --seeds 4,5,6 --policies cacheroute_balanced,smg \
+            --ladder 950 --ref-qps 950 ;;
         *) echo "unknown study $study" >&2; exit 2 ;;
       esac ;;
     fresh-*)  # issue 30, last round: seeds 7-9, run for no decision. cacheroute_balanced's
