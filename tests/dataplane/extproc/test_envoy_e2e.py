@@ -6,6 +6,7 @@ and the real ``openai`` client talking to Envoy: warm keys land on the active pl
 streaming or not, keyed by a header or by the body; both replicas give identical picks; a killed
 engine is answered by the fallback entry; held load returns to zero when streams end or clients
 disconnect; a picker replica stopped under load costs at most the requests in flight on it.
+Each runs with the Python transport and again with the native one (the ``native`` fixture).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from dataplane.core.keys import hash_key
 from servekit.processes import free_port
 from tests.dataplane.http_front.conftest import SimEngines, snapshot
 from tests.dataplane.http_front.metrics_util import metric_sum
-from tests.support.envoy import Envoy
+from tests.support.envoy import HEADERS_ONLY, Envoy
 from tests.support.envoy_gateway import (
     MODEL,
     completion,
@@ -35,6 +36,7 @@ from tests.support.envoy_gateway import (
     through_a_stop,
     true,
 )
+from tests.support.extproc_native import require_binary
 from tests.support.factories import small_plan, store_plan
 from tests.support.faults import Fleet
 from tests.support.polling import eventually
@@ -45,11 +47,12 @@ pytestmark = [pytest.mark.redis, pytest.mark.grpc, pytest.mark.e2e, pytest.mark.
 MESSAGES = [{"role": "user", "content": "a question about the shared context"}]
 
 
-@pytest.fixture
-def native() -> Path | None:
-    """The pickers' transport: None, grpc.aio in Python; test_native_envoy_e2e.py runs these
-    tests again with the native transport's binary."""
-    return None
+@pytest.fixture(params=["python", "native"])
+def native(request: pytest.FixtureRequest) -> Path | None:
+    """The pickers' transport: every test here runs twice, with grpc.aio in Python (None) and
+    with the native transport's binary (``--extproc-native``; skipped without it, failed under
+    ``CACHEROUTE_REQUIRE_EXTPROC_NATIVE=1``)."""
+    return None if request.param == "python" else require_binary()
 
 
 @pytest.fixture(scope="module")
@@ -264,3 +267,25 @@ async def test_a_killed_picker_process_costs_at_most_its_in_flight_requests(
         if envoy is not None:
             envoy.stop()
         await asyncio.to_thread(fleet.stop)
+
+
+async def test_the_headers_only_recipe_through_the_native_transport(
+    redis_url: str, stores: Stores, module_engines: SimEngines, tmp_path: Path
+) -> None:
+    """deploy/envoy/envoy-headers-only.yaml: the key in ``x-cacheroute-key``, decided at the
+    request headers; holds end with the response headers."""
+    async with gateway(
+        redis_url, stores, module_engines, tmp_path, native=require_binary(), recipe=HEADERS_ONLY
+    ) as gw:
+        api = gw.client()
+        for index, key in enumerate(warm_keys(gw.table)):
+            members = gw.table.destination_ids(hash_key(key))
+            assert members is not None
+            raw = await api.chat.completions.with_raw_response.create(
+                model=MODEL, messages=MESSAGES, max_tokens=2, stream=bool(index % 2),
+                extra_headers={"x-cacheroute-key": key},
+            )  # fmt: skip
+            assert raw.headers["x-cacheroute-node"] in members, key
+            assert raw.headers["x-cacheroute-reason"] == "warm"
+        assert all(decisions(r) > 0 for r in gw.routers)
+        await eventually(lambda: true(gw.held() == {}), timeout=10)
