@@ -63,7 +63,7 @@ class Router:
     def __init__(
         self,
         *,
-        policy: str = "cacheroute",  # the core's own; every server passes RouterConfig.policy (DEFAULT_POLICY)
+        policy: str = "cacheroute",  # servers pass RouterConfig.policy (DEFAULT_POLICY)
         seed: int = 0,
         correction_horizon_s: float = 5.0,
         top_keys: int = 4096,
