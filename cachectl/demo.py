@@ -1,8 +1,8 @@
 """``cachectl demo``: a whole CacheRoute cluster on this machine, Flat-LB first, then a plan.
 
 1. Start the local cluster (:mod:`cachectl.localcluster`): an embedded Redis, the control plane,
-   two routers, eight simulated engines (one ``simengine`` process) and their agents (one
-   ``agents`` process).
+   two routers running the paper's dispatch (``DEMO_POLICY``), eight simulated engines (one
+   ``simengine`` process) and their agents (one ``agents`` process).
 2. Phase 1, Flat-LB: no plan is active, so the routers fall back to power-of-two choices on load
    (decision reason ``no_table``). The load generator replays the workload through the routers'
    OpenAI-compatible HTTP fronts (round-robin; ``cachectl load --openai``): each router decides
@@ -48,6 +48,11 @@ DEFAULT_DURATION_S = 70.0  # measured seconds over both phases: the demo takes โ
 DEFAULT_WARMUP_S = 10.0
 DEFAULT_QPS = 16.0
 DEFAULT_WORKLOAD = "tenants"
+# The demo measures a plan against Flat-LB on the same routers, so they run the paper's dispatch:
+# with no plan it is power-of-two choices (Flat-LB), with one the plan's members. The routers'
+# own default (cacheroute_balanced) keeps keys on their hash-ring home before any plan, which
+# would make phase 1 cache-aware and the comparison meaningless; docs/results.md ยง7 compares it.
+DEMO_POLICY = "cacheroute"
 WHY = (
     "workload 'tenants': 128 businesses (the paper's popularity), each with a 6,144-token\n"
     "context in front of a short question, more prefix sharing than the paper's assistant.\n"
@@ -148,7 +153,7 @@ def _demo(args: argparse.Namespace) -> int:
     log_dir = args.keep_logs or Path(tempfile.mkdtemp(prefix="cacheroute-demo-"))
     spec = ClusterSpec(
         engines=args.engines, routers=args.routers, profile=args.profile, speedup=args.speedup,
-        kv_events=args.kv_events,
+        kv_events=args.kv_events, router_policy=DEMO_POLICY,
     )  # fmt: skip
     say(args, f"CacheRoute local demo: {args.engines} simulated engines ({args.profile}, "
               f"speed-up {args.speedup:g}), {args.routers} routers, control plane, agents, "
@@ -208,6 +213,7 @@ def _document(args: argparse.Namespace, result: dict[str, Any], log_dir: Path) -
             "routers": args.routers,
             "profile": args.profile,
             "speedup": args.speedup,
+            "router_policy": DEMO_POLICY,
         },
         "phases": {"flat": flat.to_dict(), "cacheroute": planned.to_dict()},
         "plan": result["plan"],

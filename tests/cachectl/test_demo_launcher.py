@@ -198,6 +198,8 @@ def test_a_short_demo_prints_both_phases_the_plan_and_its_acks(tmp_path: Path) -
     assert demo.returncode == 0, err
     doc = json.loads(out)
     flat, planned = doc["phases"]["flat"], doc["phases"]["cacheroute"]
+    # phase 1 is Flat-LB only under the paper's dispatch (the default keeps keys on a ring home)
+    assert doc["settings"]["router_policy"] == "cacheroute"
     assert set(flat["reasons"]) == {"no_table"}
     assert set(planned["reasons"]) <= {"warm", "tail", "fallback_unhealthy"}
     assert planned["reasons"].get("warm", 0) > 0
