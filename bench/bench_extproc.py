@@ -77,16 +77,8 @@ TARGETS = (
     "epp-native",
     "epp-native-headers-only",
 )
-EPP_TARGETS = (
-    "bare-epp",
-    "epp-body",
-    "epp-header",
-    "epp-headers-only",
-    "epp-buffered",
-    "epp-native",
-    "epp-native-headers-only",
-)
-NATIVE_TARGETS = ("epp-native", "epp-native-headers-only")
+EPP_TARGETS = tuple(t for t in TARGETS if "epp" in t)  # Envoy with a picker (bare or ours)
+NATIVE_TARGETS = tuple(t for t in TARGETS if t.startswith("epp-native"))
 
 
 def _children(pid: int) -> tuple[int, ...]:

@@ -67,7 +67,7 @@ def _profile(args: argparse.Namespace, preset: presets.Preset) -> EngineProfile:
     return profile.with_overrides(kv_blocks=args.kv_blocks)
 
 
-def _option_value(text: str) -> Any:
+def option_value(text: str) -> Any:
     """``--option`` values: an int, a float, else the string itself."""
     for kind in (int, float):
         try:
@@ -88,7 +88,7 @@ def load_workload(args: argparse.Namespace, preset: presets.Preset) -> Workload:
         name, sep, value = item.partition("=")
         if not sep or not name:
             raise CliError(f"--option: expected NAME=VALUE, got {item!r}")
-        options[name] = _option_value(value)
+        options[name] = option_value(value)
     try:
         return make_workload(args.workload, **options)
     except (ValueError, TypeError, OSError) as exc:
@@ -156,7 +156,7 @@ def _policy_params(items: list[str]) -> dict[str, dict[str, Any]]:
         if not sep or not dot or not policy or not name:
             raise CliError(f"--policy-param: expected POLICY.NAME=VALUE, got {item!r}")
         check_policies("--policy-param", (policy,))
-        params.setdefault(policy, {})[name] = _option_value(value)
+        params.setdefault(policy, {})[name] = option_value(value)
     for policy, values in params.items():
         try:
             POLICIES[policy](**values)

@@ -18,22 +18,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from cachectl.sim_settings import option_value
 from sim.engine_model import get_profile
 from sim.presets import calibrated_paper_options
 from sim.study import STEADY_DURATION_S, STEADY_WARMUP_S, RunSettings, run_single
 from sim.workloads.registry import make_workload
 
 Q_CAP = {"paper-testbed": 3.055, "llama-3.3-70b-fp8-tp2-h100": 20.25}
-
-
-def _number(text: str) -> int | float | str:
-    """A parameter's value as the policy takes it: an int, a float, else the text."""
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return text
 
 
 def main() -> int:
@@ -44,7 +35,7 @@ def main() -> int:
     for item in (c for c in rest if "=" in c):
         name, _, value = item.partition("=")
         if name.startswith("param."):
-            params[name.removeprefix("param.")] = _number(value)
+            params[name.removeprefix("param.")] = option_value(value)
         elif name == "echo":
             extra["echo_tokens"] = value != "off"
         else:

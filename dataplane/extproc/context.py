@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
@@ -14,6 +13,7 @@ from dataplane.health.health_feedback import HealthFeedback
 from dataplane.health.passive_health import PassiveHealth
 from dataplane.openai_api.request_keys import DEFAULT_KEY_HEADERS, KeyRules
 from dataplane.requests.holds import Holds
+from dataplane.telemetry.label_cache import LabelCache
 from dataplane.telemetry.served_metrics import ServedMetrics
 
 
@@ -70,13 +70,10 @@ class ExtProcMetrics:
             ["field"],
             registry=registry,
         )
-        self._decided: dict[str, Any] = {}
+        self._children = LabelCache()
 
     def decided(self, stage: str) -> None:
-        child = self._decided.get(stage)
-        if child is None:  # labels() costs microseconds per decision: looked up once per stage
-            child = self._decided[stage] = self.decisions.labels(stage)
-        child.inc()
+        self._children(self.decisions, stage).inc()
 
     def immediate(self, status: int) -> None:
         self.immediate_responses.labels(str(status)).inc()

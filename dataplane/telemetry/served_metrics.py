@@ -35,6 +35,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from dataplane.telemetry.affinity import DeliveredAffinity
+from dataplane.telemetry.label_cache import LabelCache
 from dataplane.telemetry.node_ttft import BOUNDS, NodeTtftCounts
 from dataplane.telemetry.tracing import RequestSpans
 
@@ -90,7 +91,7 @@ class ServedMetrics:
             registry=registry,
         )
         self._models: set[str] = set()
-        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
+        self._children = LabelCache()
         self.node_ttft = NodeTtftCounts()
 
     def model_label(self, model: str) -> str:
@@ -107,13 +108,9 @@ class ServedMetrics:
         self.child(self.key_sources, (door, source)).inc()
 
     def child(self, metric: Any, labels: tuple[str, ...]) -> Any:
-        """``metric.labels(*labels)``, looked up once (``labels()`` costs microseconds a call,
-        per request on the doors' hot path); the label sets are bounded (``MAX_MODELS``)."""
-        key = (id(metric), labels)
-        found = self._children.get(key)
-        if found is None:
-            found = self._children[key] = metric.labels(*labels)
-        return found
+        """``metric.labels(*labels)``, looked up once (:mod:`.label_cache`; the label sets are
+        bounded by ``MAX_MODELS``)."""
+        return self._children(metric, *labels)
 
     def timer(
         self,

@@ -16,7 +16,6 @@ so that each returns exactly ``max_tokens`` tokens).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import time
 import urllib.request
@@ -25,10 +24,9 @@ from pathlib import Path
 
 import gguf  # a test-only dependency (dev extras)
 import numpy as np
-import pytest
 
 from servekit.processes import free_port
-from tests.support.scripts import ROOT, load_script
+from tests.support.scripts import ROOT, load_script, require_built
 from tests.support.timing import StartDeadline
 
 N_EMBD, N_LAYER, N_HEAD, N_HEAD_KV, N_FF, N_CTX = 128, 2, 4, 2, 256, 4096
@@ -46,16 +44,8 @@ def cached_binary() -> Path:
 
 def require_binary() -> Path:
     """The cached binary for a test; skips (or fails, or builds) without it (module docstring)."""
-    binary = cached_binary()
-    if binary.exists():
-        return binary
-    if os.environ.get("CACHEROUTE_REQUIRE_LLAMACPP") == "1":  # CI: .ci/run built it
-        pytest.fail(f"CACHEROUTE_REQUIRE_LLAMACPP=1 but no llama-server at {binary}")
-    if os.environ.get("CACHEROUTE_BUILD_LLAMACPP") != "1":
-        pytest.skip("no cached llama-server: run .venv/bin/python scripts/build_llamacpp.py "
-                    "or set CACHEROUTE_BUILD_LLAMACPP=1")  # fmt: skip
-    built: Path = load_script("scripts/build_llamacpp.py").build(ROOT / ".llamacpp-build.log")
-    return built
+    log = ROOT / ".llamacpp-build.log"
+    return require_built("scripts/build_llamacpp.py", "LLAMACPP", "llama-server", log)
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,14 @@
-"""Load a repository script (``bench/``, ``scripts/``) as a module, for tests of its parts."""
+"""Load a repository script (``bench/``, ``scripts/``) as a module, for tests of its parts; find
+the binary a build script caches (llama-server, the native ext_proc transport) for a test."""
 
 from __future__ import annotations
 
 import importlib.util
+import os
 from pathlib import Path
 from types import ModuleType
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -17,3 +21,20 @@ def load_script(relative: str) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def require_built(script: str, env: str, what: str, *build_args: object) -> Path:
+    """The binary ``script`` (``cached_binary()``, ``build()``) caches for this machine: skips the
+    test without it, fails it under ``CACHEROUTE_REQUIRE_<env>=1`` (``.ci/run`` builds the binary
+    and sets that), builds it under ``CACHEROUTE_BUILD_<env>=1``."""
+    module = load_script(script)
+    binary: Path = module.cached_binary()
+    if binary.exists():
+        return binary
+    if os.environ.get(f"CACHEROUTE_REQUIRE_{env}") == "1":
+        pytest.fail(f"CACHEROUTE_REQUIRE_{env}=1 but no {what} at {binary}")
+    if os.environ.get(f"CACHEROUTE_BUILD_{env}") != "1":
+        pytest.skip(f"no cached {what}: run .venv/bin/python {script} "
+                    f"or set CACHEROUTE_BUILD_{env}=1")  # fmt: skip
+    built: Path = module.build(*build_args)
+    return built

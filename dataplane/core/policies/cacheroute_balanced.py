@@ -33,12 +33,9 @@ held-out run; ε, spread, tail and ``remember`` are the frozen values of the pol
 
 from __future__ import annotations
 
-from dataplane.core.policies.cacheroute_conversation import (
-    REMEMBER,
-    CacheRouteConversationPolicy,
-)
-from dataplane.core.policies.cacheroute_online import EPSILON, SPREAD, TAIL
-from dataplane.core.policies.ring import VNODES
+from typing import Any
+
+from dataplane.core.policies.cacheroute_conversation import CacheRouteConversationPolicy
 
 FIRST_EPSILON = 0.25
 
@@ -46,23 +43,7 @@ FIRST_EPSILON = 0.25
 class CacheRouteBalancedPolicy(CacheRouteConversationPolicy):
     name = "cacheroute_balanced"
 
-    def __init__(
-        self,
-        *,
-        seed: int = 0,
-        epsilon: float = EPSILON,
-        spread: int = SPREAD,
-        tail: str = TAIL,
-        vnodes: int = VNODES,
-        remember: int = REMEMBER,
-        first_epsilon: float = FIRST_EPSILON,
-    ) -> None:
-        super().__init__(
-            seed=seed,
-            epsilon=epsilon,
-            spread=spread,
-            tail=tail,
-            vnodes=vnodes,
-            remember=remember,
-            first_epsilon=first_epsilon,
-        )
+    def __init__(self, *, first_epsilon: float = FIRST_EPSILON, **options: Any) -> None:
+        """``options``: the conversation policy's (seed, epsilon, spread, tail, vnodes, remember),
+        with its frozen defaults; only ``first_epsilon``'s default differs."""
+        super().__init__(first_epsilon=first_epsilon, **options)

@@ -136,20 +136,12 @@ class CacheRouteConversationPolicy(CacheRouteOnlinePolicy):
             last = memory.get(flow ^ request.key_hash)
             if last >= 0 and loads[last] <= limit and view.is_eligible(last):
                 return _new(Decision, (last, Reason.SESSION))
-        if self.first_epsilon is not None and request.opening:
-            limit = min(limit, self._first_bound(view) - 1.0)
+        if self.first_epsilon is not None and request.opening:  # the online step's bound, tighter
+            limit = min(limit, load_bound(view, self.first_epsilon) - 1.0)
         best = rendezvous_first(flow, eligible, self._node_salts(view.nodes), loads, limit)
         if best >= 0:
             return _new(Decision, (best, Reason.WARM))
         return Decision(self._spill(request, view, bound), Reason.SPILL)
-
-    def _first_bound(self, view: LoadView) -> int:
-        """The load bound at ``first_epsilon`` (the online step's formula, a tighter factor)."""
-        assert self.first_epsilon is not None
-        loads = view.loads
-        if view.all_eligible:
-            return _ceil((1.0 + self.first_epsilon) * (sum(loads) + 1.0) / len(loads))
-        return load_bound(view, self.first_epsilon)
 
     def observe(self, request: Request, decision: Decision, view: LoadView) -> None:
         """Remember where the conversation went (warm keys; the tail keeps the key's ring home)."""
