@@ -12,13 +12,16 @@ anonymous caller, the router routes to a node added through it, the picker answe
 
 from __future__ import annotations
 
+import asyncio
 import re
+import signal
 import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -32,6 +35,7 @@ from controlplane.config import parse_config
 from dataplane.__main__ import config_from, parse_args
 from tests.support import extproc as m
 from tests.support.helm_run import (
+    POD,
     ChartProc,
     container,
     environment,
@@ -172,3 +176,88 @@ async def serve_checks(cp: str, router: str, picker: str, auth: dict[str, str]) 
         )
         answers = [answer async for answer in call]
     assert m.picked(answers) == ["127.0.0.1:8000"]
+
+
+def replica(name: str, spec: dict[str, Any], env: dict[str, str], index: int,
+            files: dict[str, Path], workdir: Path) -> ChartProc:  # fmt: skip
+    """Replica ``index`` of a rendered container: its Pod name (and what derives from it) is
+    ``cr-pod-<index>``, as a Deployment's second Pod would differ from the first."""
+    pod = POD["metadata.name"]
+    own = {k: v.replace(pod, f"cr-pod-{index}") for k, v in env.items()}
+    args = [sys.executable, *spec["command"][1:], *loopback_args(spec["args"], files)]
+    return ChartProc(f"{name}-{index}", args, workdir, own).start()
+
+
+async def test_two_replicas_of_each_serve_and_one_of_each_stops_while_the_others_go_on(
+    trial_redis: str, tmp_path: Path
+) -> None:
+    """The chart's default runs two control planes and two routers. Both of each start from the
+    rendered command, arguments and environment; one of each is stopped (SIGTERM, as the kubelet
+    does: the leader) and exits cleanly; the survivors go on: the other control plane takes the
+    lease and publishes what an operator changes through it, and the other router follows it."""
+    auth = secret_data("default", "-auth")
+    admin = (("authorization", f"Bearer {auth['admin-token']}"),)
+    files = {AUTH_PATH: write_secret_file(tmp_path, "auth.yaml", auth["auth.yaml"])}
+    cp_spec = container("default", "-controlplane/controlplane")
+    router_spec = container("default", "-router/router")
+    cp_env = chart_env("-controlplane/controlplane", trial_redis)
+    router_env = chart_env("-router/router", trial_redis)
+    procs: list[ChartProc] = []
+    try:
+        cps = [replica("controlplane", cp_spec, cp_env, i, files, tmp_path) for i in (0, 1)]
+        routers = [replica("router", router_spec, router_env, i, files, tmp_path) for i in (0, 1)]
+        procs = [*cps, *routers]
+        cp_addresses = [(await p.logged("control plane serving", "listen", timeout=60))[0]
+                        for p in cps]  # fmt: skip
+        router_addresses = [(await p.logged("router serving", "address", timeout=60))[0]
+                            for p in routers]  # fmt: skip
+        async with grpc.aio.insecure_channel(cp_addresses[0]) as channel:
+            nodes = admin_pb2_grpc.NodeServiceStub(channel)
+            for node in ("n1", "n2"):
+                request = admin_pb2.AddNodeRequest(node_id=node, address=f"{node}.svc:8000")
+                await nodes.AddNode(request, metadata=admin, timeout=10)
+        for address in router_addresses:
+            assert await routes_only_to(address, {"n1", "n2"})
+
+        async def elected() -> bool:
+            return any(p.events("became leader") for p in cps)
+
+        await eventually(elected, timeout=60)
+        leader = next(i for i, p in enumerate(cps) if p.events("became leader"))
+        survivor = cps[1 - leader]
+        for stopped in (cps[leader], routers[0]):
+            stopped.signal(signal.SIGTERM)
+        for stopped in (cps[leader], routers[0]):
+            assert await asyncio.to_thread(stopped.wait, 30.0), f"{stopped.name} did not stop"
+            assert stopped.process is not None and stopped.process.returncode == 0, stopped.tail()
+
+        await survivor.logged("became leader", "term", timeout=60)  # the lease, handed over
+        async with grpc.aio.insecure_channel(cp_addresses[1 - leader]) as channel:
+            nodes = admin_pb2_grpc.NodeServiceStub(channel)
+            drain = admin_pb2.SetDrainingRequest(node_id="n1", draining=True, actor="test")
+            await nodes.SetDraining(drain, metadata=admin, timeout=10)
+        # Only a leader publishes load snapshots: n1 drained reaches the router only if the
+        # surviving control plane took the lease.
+        assert await routes_only_to(router_addresses[1], {"n2"})
+        for proc in (survivor, routers[1]):
+            proc.check()
+            assert "Traceback" not in proc.log_path.read_text(errors="replace")
+    finally:
+        stop_all(procs, grace_s=5.0)
+
+
+async def routes_only_to(router: str, allowed: set[str]) -> bool:
+    """Eventually, 20 Route calls in a row answer only nodes in ``allowed``."""
+    async with grpc.aio.insecure_channel(router) as channel:
+        stub = routing_pb2_grpc.RouterServiceStub(channel)
+
+        async def settled() -> bool:
+            try:
+                answers = [await stub.Route(routing_pb2.RouteRequest(key=f"k{i}"), timeout=5)
+                           for i in range(20)]  # fmt: skip
+            except grpc.aio.AioRpcError:
+                return False
+            return {str(a.node_id) for a in answers} <= allowed
+
+        await eventually(settled, timeout=60)
+    return True
