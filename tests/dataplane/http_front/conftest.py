@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,7 +23,6 @@ from cacheroute.v1 import cluster_pb2
 from cacheroute_state import Stores
 from dataplane.http_front.app import FrontConfig
 from dataplane.server import RouterConfig, RouterServer
-from servekit.processes import free_port
 from tests.support.router import PAPER_DISPATCH, QUIET, load_snapshot
 from tests.support.timing import StartDeadline
 
@@ -27,29 +30,22 @@ START_TIMEOUT_S = 60.0  # seconds of the machine's time (tests/support/timing.py
 
 
 class SimEngines:
-    """``count`` simulated engines, one process each (so one can be killed alone)."""
+    """``count`` simulated engines, one process each (so one can be killed alone), each on a
+    port it bound itself (``--listen 127.0.0.1:0``, read back from its log by
+    :meth:`wait_ready`): a port picked here and bound later can be taken in between."""
 
     def __init__(self, count: int, *args: str) -> None:
-        self.ports = [free_port() for _ in range(count)]
+        self.ports: list[int] = []  # known once wait_ready returns
+        self._logs = Path(tempfile.mkdtemp(prefix="simengines-"))
         self.procs: list[subprocess.Popen[bytes]] = []
-        for port in self.ports:
-            self.procs.append(
-                subprocess.Popen(
-                    [
-                        sys.executable,
-                        "-m",
-                        "simengine",
-                        "--listen",
-                        f"127.0.0.1:{port}",
-                        "--log-level",
-                        "warning",
-                        *args,
-                    ],
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                    env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        command = [sys.executable, "-m", "simengine", "--listen", "127.0.0.1:0",
+                   "--log-format", "json", "--log-level", "info", *args]  # fmt: skip
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        for index in range(count):
+            with (self._logs / f"engine-{index}.log").open("wb") as log:
+                self.procs.append(
+                    subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
                 )
-            )
 
     @property
     def addresses(self) -> list[str]:
@@ -57,20 +53,26 @@ class SimEngines:
 
     def wait_ready(self) -> None:
         with StartDeadline(START_TIMEOUT_S) as deadline:
-            self._wait_ready(deadline)
+            self.ports = [self._wait_ready(i, deadline) for i in range(len(self.procs))]
 
-    def _wait_ready(self, deadline: StartDeadline) -> None:
-        for port, proc in zip(self.ports, self.procs, strict=True):
-            while True:
-                if proc.poll() is not None:
-                    pytest.fail(f"simengine on port {port} exited with {proc.returncode}")
+    def _wait_ready(self, index: int, deadline: StartDeadline) -> int:
+        """Engine ``index``'s port once it answers /health."""
+        proc, log = self.procs[index], self._logs / f"engine-{index}.log"
+        port = 0
+        while True:
+            if proc.poll() is not None:
+                tail = log.read_text(errors="replace")[-2000:]
+                pytest.fail(f"simengine {index} exited with {proc.returncode}: {tail}")
+            port = port or _serving_port(log)
+            if port:
                 try:
                     with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1):
-                        break
+                        return port
                 except OSError:
-                    if deadline.expired():
-                        pytest.fail(f"simengine on port {port} not ready in {deadline.describe()}")
-                    time.sleep(0.05)
+                    pass
+            if deadline.expired():
+                pytest.fail(f"simengine {index} not ready in {deadline.describe()}")
+            time.sleep(0.05)
 
     def kill(self, index: int) -> None:
         proc = self.procs[index]
@@ -87,6 +89,19 @@ class SimEngines:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+        shutil.rmtree(self._logs, ignore_errors=True)
+
+
+def _serving_port(log: Path) -> int:
+    """The port in the engine's "engine serving" line, or 0 before it is logged."""
+    for line in log.read_text(errors="replace").splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict) and event.get("event") == "engine serving":
+            return int(str(event["url"]).rsplit(":", 1)[1].split("/")[0])
+    return 0
 
 
 @pytest.fixture
