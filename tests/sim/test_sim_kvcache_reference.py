@@ -1,4 +1,5 @@
-"""The prefix KV cache's one-map representation behaves exactly like the two-map one it replaced.
+"""The prefix KV cache's ordered map (with its parked pinned blocks) behaves exactly like the
+pin-count-plus-evictable-set representation it replaced.
 
 ``ReferenceCache`` is :class:`sim.kvcache.PrefixCache` as it was before the speed work (commit
 4021f86): a pin-count dict plus an ordered set of the evictable blocks. Random job lifecycles
