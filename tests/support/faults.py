@@ -28,6 +28,19 @@ HOST = "127.0.0.1"
 LOG = ("--log-format", "json", "--log-level", "info")
 
 
+def logged_events(log: Path, event: str) -> list[dict[str, Any]]:
+    """The JSON log lines of ``log`` whose ``event`` is ``event`` (other lines are skipped)."""
+    found = []
+    for line in log.read_text(errors="replace").splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and record.get("event") == event:
+            found.append(record)
+    return found
+
+
 class Proc(ManagedProcess):
     """A ManagedProcess that can read fields of the JSON events it logged.
 
@@ -49,15 +62,7 @@ class Proc(ManagedProcess):
         return self
 
     def events(self, event: str) -> list[dict[str, Any]]:
-        found = []
-        for line in self.log_path.read_text(errors="replace").splitlines():
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(record, dict) and record.get("event") == event:
-                found.append(record)
-        return found
+        return logged_events(self.log_path, event)
 
     async def logged(
         self, event: str, field: str, count: int = 1, timeout: float = 30.0

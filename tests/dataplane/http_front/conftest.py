@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import shutil
 import signal
@@ -23,6 +22,7 @@ from cacheroute.v1 import cluster_pb2
 from cacheroute_state import Stores
 from dataplane.http_front.app import FrontConfig
 from dataplane.server import RouterConfig, RouterServer
+from tests.support.faults import logged_events
 from tests.support.router import PAPER_DISPATCH, QUIET, load_snapshot
 from tests.support.timing import StartDeadline
 
@@ -94,14 +94,8 @@ class SimEngines:
 
 def _serving_port(log: Path) -> int:
     """The port in the engine's "engine serving" line, or 0 before it is logged."""
-    for line in log.read_text(errors="replace").splitlines():
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(event, dict) and event.get("event") == "engine serving":
-            return int(str(event["url"]).rsplit(":", 1)[1].split("/")[0])
-    return 0
+    serving = logged_events(log, "engine serving")
+    return int(str(serving[0]["url"]).rsplit(":", 1)[1].split("/")[0]) if serving else 0
 
 
 @pytest.fixture
