@@ -38,6 +38,7 @@ from dataplane.core.load_view import LoadView, NodeSet, bind_with_memo
 from dataplane.core.policies import Request, make_policy
 from dataplane.core.policies.ring import splitmix64
 from dataplane.core.table import RoutingTable
+from sim.cache_impl import new_prefix_cache
 from sim.cluster_types import (
     DEFAULT_SNAPSHOT_S,
     DEFAULT_TIMEOUT_S,
@@ -45,7 +46,6 @@ from sim.cluster_types import (
     ClusterConfig,
     SimRouter,
 )
-from sim.kvcache import PrefixCache
 from sim.node import Job, Node
 from sim.run_results import RunMetrics, summarize
 from sim.steady import warm_cluster
@@ -123,7 +123,7 @@ class Cluster:
             Node(
                 i,
                 config.profile,
-                cache=PrefixCache(config.profile.kv_blocks),
+                cache=new_prefix_cache(config.profile.kv_blocks),
                 window=window,
                 cache_outputs=config.cache_outputs,
             )

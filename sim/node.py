@@ -21,8 +21,8 @@ import heapq
 from collections import deque
 from collections.abc import Callable
 
+from sim.cache_impl import BlockCache, new_prefix_cache
 from sim.engine_model import EngineProfile
-from sim.kvcache import PrefixCache
 from sim.types import SimRequest
 
 
@@ -71,14 +71,14 @@ class Node:
         index: int,
         profile: EngineProfile,
         *,
-        cache: PrefixCache | None = None,
+        cache: BlockCache | None = None,
         window: tuple[float, float] = (0.0, float("inf")),
         on_finish: Callable[[Job, float], None] | None = None,
         cache_outputs: bool = True,
     ) -> None:
         self.index = index
         self.profile = profile
-        self.cache = cache if cache is not None else PrefixCache(profile.kv_blocks)
+        self.cache = cache if cache is not None else new_prefix_cache(profile.kv_blocks)
         self.waiting: deque[Job] = deque()
         self.prefilling: list[Job] = []
         self.decoding = 0

@@ -27,7 +27,7 @@ import structlog
 import zmq
 import zmq.asyncio
 
-from sim.kvcache import PrefixCache
+from sim.cache_impl import BlockCache
 from simengine.observed_cache import ObservedPrefixCache
 
 log = structlog.get_logger("simengine.kv_events")
@@ -127,7 +127,7 @@ class KvEventPublisher:
         """The engine dropped every block (a cache reset)."""
         self.publish([AllBlocksCleared()])
 
-    def after_step(self, cache: PrefixCache, block_size: int) -> None:
+    def after_step(self, cache: BlockCache, block_size: int) -> None:
         """The step's stored and evicted blocks, in order, as one batch (none: nothing sent)."""
         changes = cache.drain() if isinstance(cache, ObservedPrefixCache) else []
         if changes:

@@ -25,8 +25,8 @@ import itertools
 import time
 from collections.abc import Callable
 
+from sim.cache_impl import new_prefix_cache
 from sim.engine_model import EngineProfile
-from sim.kvcache import PrefixCache
 from sim.node import Job, Node
 from sim.types import SimRequest
 from simengine.kv_events import KvEventPublisher
@@ -177,7 +177,7 @@ class SimEngine:
 
     def _new_node(self) -> Node:
         blocks, events = self.profile.kv_blocks, self.kv_events
-        cache = PrefixCache(blocks) if events is None else events.new_cache(blocks)
+        cache = new_prefix_cache(blocks) if events is None else events.new_cache(blocks)
         return Node(0, self.profile, cache=cache, on_finish=self._on_finish)
 
     def _on_finish(self, job: Job, now: float) -> None:

@@ -1,5 +1,6 @@
-"""The prefix KV cache's ordered map (with its parked pinned blocks) behaves exactly like the
-pin-count-plus-evictable-set representation it replaced.
+"""The prefix KV cache (the Python class with its parked pinned blocks, and the C build with its
+own index and LRU list) behaves exactly like the pin-count-plus-evictable-set representation the
+Python class replaced.
 
 ``ReferenceCache`` is :class:`sim.kvcache.PrefixCache` as it was before the speed work (commit
 4021f86): a pin-count dict plus an ordered set of the evictable blocks. Random job lifecycles
@@ -16,7 +17,8 @@ from collections.abc import Sequence
 
 import pytest
 
-from sim.kvcache import PrefixCache
+from sim.cache_impl import BlockCache
+from tests.support.sim_cache import IMPLEMENTATIONS, cache_class
 
 
 class ReferenceCache:
@@ -175,16 +177,26 @@ def prompt(rng: random.Random) -> tuple[int, ...]:
     return tuple(blocks)
 
 
-def state(cache: PrefixCache | ReferenceCache, seen: set[int]) -> tuple[object, ...]:
+def state(cache: BlockCache | ReferenceCache, seen: set[int]) -> tuple[object, ...]:
     return (len(cache), cache.used, cache.pinned, cache.reserved, cache.evictions,
             sorted(b for b in seen if b in cache))  # fmt: skip
 
 
+def widen(blocks: tuple[int, ...]) -> tuple[int, ...]:
+    """The same blocks spread over the whole key range, negative and past 2**63 included."""
+    return tuple((b * 0x9E3779B97F4A7C15) % 2**64 - (2**63 if b % 3 == 0 else 0) for b in blocks)
+
+
+@pytest.mark.parametrize("keys", ["small", "wide"])
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
 @pytest.mark.parametrize(("capacity", "seed"), [(12, 1), (30, 2), (80, 3), (400, 4)])
-def test_random_lifecycles_match_the_reference_after_every_call(capacity: int, seed: int) -> None:
+def test_random_lifecycles_match_the_reference_after_every_call(
+    capacity: int, seed: int, implementation: str, keys: str
+) -> None:
     rng = random.Random(seed)
-    fast, slow = PrefixCache(capacity), ReferenceCache(capacity)
-    warm = [rng.randrange(20_000, 20_050) for _ in range(capacity + 5)]
+    fast, slow = cache_class(implementation)(capacity), ReferenceCache(capacity)
+    key = widen if keys == "wide" else tuple
+    warm = list(key(tuple(rng.randrange(20_000, 20_050) for _ in range(capacity + 5))))
     fast.warm(warm)
     slow.warm(warm)
     seen: set[int] = set(warm)
@@ -197,8 +209,8 @@ def test_random_lifecycles_match_the_reference_after_every_call(capacity: int, s
             fast.release(blocks[:filled], reserved - used)
             slow.release(blocks[:filled], reserved - used)
         else:
-            blocks = prompt(rng)
-            outputs = tuple(rng.randrange(30_000, 30_400) for _ in range(rng.randrange(0, 3)))
+            blocks = key(prompt(rng))
+            outputs = key(tuple(rng.randrange(30_000, 30_400) for _ in range(rng.randrange(0, 3))))
             seen.update(blocks + outputs)
             hit, unpinned = fast.match(blocks)
             assert slow.match(blocks) == (hit, unpinned)
