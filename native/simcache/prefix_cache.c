@@ -68,24 +68,23 @@ static int key_of(PyObject *item, key_t128 *out) {
         PyErr_Format(PyExc_TypeError, "a block must be an int, got %.100s", Py_TYPE(item)->tp_name);
         return -1;
     }
-    int overflow = 0;
-    long long value = PyLong_AsLongLongAndOverflow(item, &overflow);
-    if (overflow == 0) {
-        if (value == -1 && PyErr_Occurred()) return -1;
-        *out = (key_t128)value;
-        return 0;
-    }
-    if (overflow > 0) {
-        unsigned long long big = PyLong_AsUnsignedLongLong(item);
-        if (big == (unsigned long long)-1 && PyErr_Occurred()) {
-            PyErr_SetString(PyExc_OverflowError, "a block must fit in [-2**63, 2**64)");
-            return -1;
-        }
+    /* Chained hashes are unsigned 64-bit: one call for them; a negative id takes the slow way. */
+    unsigned long long big = PyLong_AsUnsignedLongLong(item);
+    if (big != (unsigned long long)-1 || !PyErr_Occurred()) {
         *out = (key_t128)big;
         return 0;
     }
-    PyErr_SetString(PyExc_OverflowError, "a block must fit in [-2**63, 2**64)");
-    return -1;
+    if (!PyErr_ExceptionMatches(PyExc_OverflowError)) return -1;
+    PyErr_Clear();
+    int overflow = 0;
+    long long value = PyLong_AsLongLongAndOverflow(item, &overflow);
+    if (overflow != 0 || value >= 0) {  /* >= 2**64, or < -2**63 */
+        PyErr_SetString(PyExc_OverflowError, "a block must fit in [-2**63, 2**64)");
+        return -1;
+    }
+    if (value == -1 && PyErr_Occurred()) return -1;
+    *out = (key_t128)value;
+    return 0;
 }
 
 static inline uint64_t hash_key(key_t128 key) {
@@ -220,11 +219,17 @@ static int32_t insert(CacheObject *self, key_t128 key, int64_t count, uint64_t s
 static void evict(CacheObject *self, Py_ssize_t n) {
     for (Py_ssize_t i = 0; i < n; i++) {
         int32_t at = self->head;
+        Entry *e = &self->entries[at];
+        if (e->next != NIL) {  /* the next victim's entry, and the slot of the one after it */
+            const Entry *next = &self->entries[e->next];
+            __builtin_prefetch(next);
+            if (next->next != NIL) __builtin_prefetch(&self->entries[next->next]);
+        }
         lru_unlink(self, at);
         uint64_t slot;
-        find(self, self->entries[at].key, &slot);
+        find(self, e->key, &slot);
         index_remove(self, slot);
-        self->entries[at].next = self->free_head;
+        e->next = self->free_head;
         self->free_head = at;
         self->count--;
     }
@@ -240,6 +245,69 @@ static inline void pin(CacheObject *self, int32_t at) {
         self->unpinned--;
     }
     e->count++;
+}
+
+/* -- reading a call's blocks ------------------------------------------------------------------ */
+
+/* A call's blocks converted to keys up front: a bad block is refused before anything changes,
+ * and the loops can prefetch the index slots and entries of blocks a few places ahead. The
+ * caches of a study do not fit in the CPU's caches, so without that every block costs two cache
+ * misses one after the other (the index slot, then the entry). */
+typedef struct {
+    key_t128 *keys;
+    Py_ssize_t n;
+    key_t128 small[128];
+} Keys;
+
+static int keys_load(Keys *k, PyObject *blocks, Py_ssize_t limit) {
+    PyObject *fast = PySequence_Fast(blocks, "blocks must be a sequence of ints");
+    if (fast == NULL) return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    if (limit >= 0 && n > limit) n = limit;
+    PyObject **items = PySequence_Fast_ITEMS(fast);
+    k->n = n;
+    k->keys = n <= (Py_ssize_t)(sizeof k->small / sizeof k->small[0])
+                  ? k->small
+                  : PyMem_Malloc((size_t)n * sizeof(key_t128));
+    if (k->keys == NULL) {
+        Py_DECREF(fast);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (key_of(items[i], &k->keys[i]) < 0) {
+            if (k->keys != k->small) PyMem_Free(k->keys);
+            Py_DECREF(fast);
+            return -1;
+        }
+    }
+    Py_DECREF(fast);
+    return 0;
+}
+
+static void keys_free(Keys *k) {
+    if (k->keys != k->small) PyMem_Free(k->keys);
+}
+
+/* A Python int for the KeyError of a block that is not cached. */
+static PyObject *key_object(key_t128 key) {
+    if (key < 0) return PyLong_FromLongLong((long long)key);
+    return PyLong_FromUnsignedLongLong((unsigned long long)key);
+}
+
+#define SLOT_AHEAD 12
+#define ENTRY_AHEAD 6
+
+/* Prefetch for the block `i` places into the walk (`step` +1 forwards, -1 backwards): the index
+ * slot of the block SLOT_AHEAD further on, the entry of the block ENTRY_AHEAD further on (its
+ * slot was fetched earlier). Only hints: the lookups themselves happen in order. */
+static inline void prefetch(const CacheObject *self, const Keys *k, Py_ssize_t i, int step) {
+    Py_ssize_t far = i + step * SLOT_AHEAD, near = i + step * ENTRY_AHEAD;
+    if (far >= 0 && far < k->n) __builtin_prefetch(&self->index[hash_key(k->keys[far]) & self->mask]);
+    if (near >= 0 && near < k->n) {
+        int32_t at = self->index[hash_key(k->keys[near]) & self->mask];
+        if (at != EMPTY) __builtin_prefetch(&self->entries[at]);
+    }
 }
 
 /* -- the type -------------------------------------------------------------------------------- */
@@ -290,20 +358,14 @@ static int ready(CacheObject *self) {
     return 0;
 }
 
-/* The items of a sequence argument, borrowed from `*fast` (a tuple or list the caller frees). */
-static PyObject **items_of(PyObject *blocks, PyObject **fast, Py_ssize_t *n) {
-    *fast = PySequence_Fast(blocks, "blocks must be a sequence of ints");
-    if (*fast == NULL) return NULL;
-    *n = PySequence_Fast_GET_SIZE(*fast);
-    return PySequence_Fast_ITEMS(*fast);
-}
-
 static PyObject *Cache_match(CacheObject *self, PyObject *blocks) {
     if (ready(self) < 0) return NULL;
-    PyObject *fast;
-    Py_ssize_t n;
-    PyObject **items = items_of(blocks, &fast, &n);
-    if (items == NULL) return NULL;
+    /* Block by block, not through Keys: a hit is usually a short leading run of a long prompt,
+     * and the blocks past the first miss need no converting. */
+    PyObject *fast = PySequence_Fast(blocks, "blocks must be a sequence of ints");
+    if (fast == NULL) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    PyObject **items = PySequence_Fast_ITEMS(fast);
     Py_ssize_t hit = 0, unpinned = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         key_t128 key;
@@ -332,26 +394,21 @@ static PyObject *Cache_admit(CacheObject *self, PyObject *const *args, Py_ssize_
     if (PyErr_Occurred()) return NULL;
     long long free_ = self->capacity - (long long)self->count - self->reserved;
     if (free_ + (long long)self->unpinned - (long long)unpinned < reserve) Py_RETURN_FALSE;
-    PyObject *fast;
-    Py_ssize_t n;
-    PyObject **items = items_of(args[0], &fast, &n);
-    if (items == NULL) return NULL;
-    if (hit > n) hit = n;
-    for (Py_ssize_t i = 0; i < hit; i++) {
-        key_t128 key;
-        if (key_of(items[i], &key) < 0) {
-            Py_DECREF(fast);
+    Keys k;
+    if (keys_load(&k, args[0], hit < 0 ? 0 : hit) < 0) return NULL;
+    for (Py_ssize_t i = 0; i < k.n; i++) {  /* every hit block must be cached: check first */
+        if (find(self, k.keys[i], NULL) == NIL) {
+            PyObject *missing = key_object(k.keys[i]);
+            if (missing != NULL) {
+                PyErr_SetObject(PyExc_KeyError, missing);
+                Py_DECREF(missing);
+            }
+            keys_free(&k);
             return NULL;
         }
-        int32_t at = find(self, key, NULL);
-        if (at == NIL) {
-            Py_DECREF(fast);
-            PyErr_SetObject(PyExc_KeyError, items[i]);
-            return NULL;
-        }
-        pin(self, at);
     }
-    Py_DECREF(fast);
+    for (Py_ssize_t i = 0; i < k.n; i++) pin(self, find(self, k.keys[i], NULL));
+    keys_free(&k);
     if (reserve > free_) {
         Py_ssize_t short_ = (Py_ssize_t)(reserve - free_);
         if (short_ > self->unpinned) {  /* only when hit/unpinned did not come from match() */
@@ -366,27 +423,24 @@ static PyObject *Cache_admit(CacheObject *self, PyObject *const *args, Py_ssize_
 
 static PyObject *Cache_fill(CacheObject *self, PyObject *blocks) {
     if (ready(self) < 0) return NULL;
-    PyObject *fast;
-    Py_ssize_t n;
-    PyObject **items = items_of(blocks, &fast, &n);
-    if (items == NULL) return NULL;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        key_t128 key;
+    Keys k;
+    if (keys_load(&k, blocks, -1) < 0) return NULL;
+    for (Py_ssize_t i = 0; i < k.n; i++) {
+        prefetch(self, &k, i, 1);
         uint64_t slot;
-        if (key_of(items[i], &key) < 0) goto fail;
-        int32_t at = find(self, key, &slot);
+        int32_t at = find(self, k.keys[i], &slot);
         if (at == NIL) {
-            if (insert(self, key, 1, slot) == NIL) goto fail;
+            if (insert(self, k.keys[i], 1, slot) == NIL) {
+                keys_free(&k);
+                return NULL;
+            }
         } else {
             pin(self, at);
         }
         self->reserved--;
     }
-    Py_DECREF(fast);
+    keys_free(&k);
     Py_RETURN_NONE;
-fail:
-    Py_DECREF(fast);
-    return NULL;
 }
 
 static PyObject *Cache_store(CacheObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -397,15 +451,13 @@ static PyObject *Cache_store(CacheObject *self, PyObject *const *args, Py_ssize_
     }
     long long reserved = PyLong_AsLongLong(args[1]);
     if (reserved == -1 && PyErr_Occurred()) return NULL;
-    PyObject *fast;
-    Py_ssize_t n;
-    PyObject **items = items_of(args[0], &fast, &n);
-    if (items == NULL) return NULL;
+    Keys k;
+    if (keys_load(&k, args[0], -1) < 0) return NULL;
     long long used = 0;
-    for (Py_ssize_t i = n - 1; i >= 0; i--) {
-        key_t128 key;
+    for (Py_ssize_t i = k.n - 1; i >= 0; i--) {
+        prefetch(self, &k, i, -1);
+        key_t128 key = k.keys[i];
         uint64_t slot;
-        if (key_of(items[i], &key) < 0) goto fail;
         int32_t at = find(self, key, &slot);
         if (at != NIL) {
             if (self->entries[at].count == 0) {
@@ -422,13 +474,13 @@ static PyObject *Cache_store(CacheObject *self, PyObject *const *args, Py_ssize_
             evict(self, 1);
             find(self, key, &slot);  /* the eviction may have shifted the free slot */
         }
-        if (insert(self, key, 0, slot) == NIL) goto fail;
+        if (insert(self, key, 0, slot) == NIL) {
+            keys_free(&k);
+            return NULL;
+        }
     }
-    Py_DECREF(fast);
+    keys_free(&k);
     return PyLong_FromLongLong(used);
-fail:
-    Py_DECREF(fast);
-    return NULL;
 }
 
 static PyObject *Cache_warm(CacheObject *self, PyObject *recent_first) {
@@ -437,23 +489,18 @@ static PyObject *Cache_warm(CacheObject *self, PyObject *recent_first) {
         PyErr_SetString(PyExc_ValueError, "warm() needs an empty cache");
         return NULL;
     }
-    PyObject *fast;
-    Py_ssize_t n;
-    PyObject **items = items_of(recent_first, &fast, &n);
-    if (items == NULL) return NULL;
-    if (n > self->capacity) n = (Py_ssize_t)self->capacity;
-    for (Py_ssize_t i = n - 1; i >= 0; i--) {  /* oldest first; a repeat keeps its first place */
-        key_t128 key;
+    Keys k;
+    if (keys_load(&k, recent_first, (Py_ssize_t)self->capacity) < 0) return NULL;
+    for (Py_ssize_t i = k.n - 1; i >= 0; i--) {  /* oldest first; a repeat keeps its first place */
         uint64_t slot;
-        if (key_of(items[i], &key) < 0) goto fail;
-        if (find(self, key, &slot) != NIL) continue;
-        if (insert(self, key, 0, slot) == NIL) goto fail;
+        if (find(self, k.keys[i], &slot) != NIL) continue;
+        if (insert(self, k.keys[i], 0, slot) == NIL) {
+            keys_free(&k);
+            return NULL;
+        }
     }
-    Py_DECREF(fast);
+    keys_free(&k);
     Py_RETURN_NONE;
-fail:
-    Py_DECREF(fast);
-    return NULL;
 }
 
 static PyObject *Cache_release(CacheObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -464,34 +511,30 @@ static PyObject *Cache_release(CacheObject *self, PyObject *const *args, Py_ssiz
     }
     long long reserved = PyLong_AsLongLong(args[1]);
     if (reserved == -1 && PyErr_Occurred()) return NULL;
-    PyObject *fast;
-    Py_ssize_t n;
-    PyObject **items = items_of(args[0], &fast, &n);
-    if (items == NULL) return NULL;
-    for (Py_ssize_t i = n - 1; i >= 0; i--) {
-        key_t128 key;
-        if (key_of(items[i], &key) < 0) goto fail;
-        int32_t at = find(self, key, NULL);
-        if (at == NIL) {
-            PyErr_SetObject(PyExc_KeyError, items[i]);
-            goto fail;
+    Keys k;
+    if (keys_load(&k, args[0], -1) < 0) return NULL;
+    for (Py_ssize_t i = k.n - 1; i >= 0; i--) {
+        prefetch(self, &k, i, -1);
+        int32_t at = find(self, k.keys[i], NULL);
+        if (at == NIL || self->entries[at].count == 0) {
+            PyObject *block = key_object(k.keys[i]);
+            if (block != NULL) {
+                if (at == NIL) PyErr_SetObject(PyExc_KeyError, block);
+                else PyErr_Format(PyExc_ValueError, "release of block %R, which is not pinned", block);
+                Py_DECREF(block);
+            }
+            keys_free(&k);
+            return NULL;
         }
         Entry *e = &self->entries[at];
-        if (e->count == 0) {
-            PyErr_Format(PyExc_ValueError, "release of a block that is not pinned");
-            goto fail;
-        }
         if (--e->count == 0) {
             lru_append(self, at);
             self->unpinned++;
         }
     }
-    Py_DECREF(fast);
+    keys_free(&k);
     self->reserved -= reserved;
     Py_RETURN_NONE;
-fail:
-    Py_DECREF(fast);
-    return NULL;
 }
 
 static int Cache_contains(CacheObject *self, PyObject *block) {
