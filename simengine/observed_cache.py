@@ -44,8 +44,9 @@ class ObservedPrefixCache(PrefixCache):
         super()._evict(n)
 
     def fill(self, blocks: Sequence[int]) -> None:
-        cached = self._blocks
-        new = [b for b in blocks if b not in cached]
+        # ``self``, not ``self._blocks``: a parked block (pinned, stepped over by eviction) is
+        # cached too, and filling it again stores nothing.
+        new = [b for b in blocks if b not in self]
         super().fill(blocks)
         self._note(True, list(dict.fromkeys(new)))
 
