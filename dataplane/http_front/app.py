@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
@@ -38,13 +37,13 @@ from dataplane.core.names import DEFAULT_POOL
 from dataplane.core.router import NoDestinationError, RouteOutcome, Router, UnknownPoolError
 from dataplane.health.passive_health import PassiveHealth
 from dataplane.http_front.attempts import AttemptRelay
-from dataplane.http_front.connections import ConnectionGuard, ConnectionLimits, quiet_accept_errors
+from dataplane.http_front.connections import ConnectionGuard, quiet_accept_errors
 from dataplane.http_front.first_byte import FirstByteTimeouts
+from dataplane.http_front.front_config import FrontConfig
 from dataplane.http_front.metrics import FrontMetrics
 from dataplane.http_front.proxy import Upstream, base_url
 from dataplane.openai_api.errors import NOT_FOUND, UNAVAILABLE, FrontError
 from dataplane.openai_api.request_keys import (
-    DEFAULT_KEY_HEADERS,
     POOL_HEADER,
     FrontRequest,
     KeyRules,
@@ -57,23 +56,6 @@ from dataplane.telemetry.tracing import decision_attributes
 
 log = structlog.get_logger("dataplane.http_front")
 MODELS_TIMEOUT_S = 2.0
-
-
-@dataclass(frozen=True)
-class FrontConfig:
-    """Options of the front (``python -m dataplane --help``: the ``--http-*`` flags)."""
-
-    listen: str = "127.0.0.1:0"
-    max_body_bytes: int = 16 * 1024 * 1024
-    connect_timeout_s: float = 2.0
-    first_byte_timeout_s: float = 120.0
-    first_byte_floor_s: float = 10.0  # the adaptive timeout's lower bound (first_byte.py)
-    key_from_user: bool = False
-    model_pools: dict[str, str] = field(default_factory=dict)
-    key_headers: tuple[str, ...] = DEFAULT_KEY_HEADERS
-    seed: int = 0
-    shutdown_timeout_s: float = 5.0  # open responses get this long on stop, then are cut
-    limits: ConnectionLimits = field(default_factory=ConnectionLimits)  # connections.py
 
 
 class HttpFront:

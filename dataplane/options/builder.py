@@ -14,8 +14,8 @@ from dataplane.core.names import InvalidNameError, validate_pool
 from dataplane.core.outliers import OutlierConfig
 from dataplane.extproc.context import ExtProcConfig
 from dataplane.health.health_feedback import parse_networks
-from dataplane.http_front.app import FrontConfig
 from dataplane.http_front.connections import ConnectionLimits
+from dataplane.http_front.front_config import FrontConfig
 from dataplane.openai_api.request_keys import DEFAULT_KEY_HEADERS
 from dataplane.options import (
     ACK_INTERVAL,

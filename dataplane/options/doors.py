@@ -8,8 +8,8 @@ and its options are read only into its own config (:mod:`dataplane.options.build
 from __future__ import annotations
 
 from dataplane.extproc.context import ExtProcConfig
-from dataplane.http_front.app import FrontConfig
 from dataplane.http_front.connections import ConnectionLimits
+from dataplane.http_front.front_config import FrontConfig
 from dataplane.openai_api.request_keys import DEFAULT_KEY_HEADERS
 from dataplane.options.values import optional_text
 from servekit.flags import non_negative_int, positive_float, positive_int

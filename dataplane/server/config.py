@@ -15,7 +15,7 @@ from dataplane.core.outliers import OutlierConfig
 from dataplane.core.policies import DEFAULT_POLICY
 from dataplane.extproc.context import ExtProcConfig
 from dataplane.health.health_feedback import DEFAULT_SHARE, Network
-from dataplane.http_front.app import FrontConfig
+from dataplane.http_front.front_config import FrontConfig
 from servekit.auth_file import AuthTable
 from servekit.tls import TlsConfig
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -47,7 +48,6 @@ from dataplane.extproc.service import ExtProcServer
 from dataplane.health.active_probe import ActiveProber
 from dataplane.health.health_feedback import HealthFeedback, allow_listed
 from dataplane.health.passive_health import PassiveHealth
-from dataplane.http_front.app import HttpFront
 from dataplane.requests.callers import CallerNames
 from dataplane.requests.holds import Holds, InFlightCollector
 from dataplane.requests.planning_gate import PlanningGate
@@ -66,6 +66,9 @@ from servekit.addresses import parse_host_port
 from servekit.grpc_hygiene import ConnectionHygiene
 from servekit.grpc_server import GrpcServer
 from servekit.metrics_endpoint import MetricsEndpoint
+
+if TYPE_CHECKING:  # imported where the front starts: aiohttp only with --http-listen
+    from dataplane.http_front.app import HttpFront
 
 log = structlog.get_logger("dataplane.server")
 SERVICE_NAME = routing_pb2.DESCRIPTOR.services_by_name["RouterService"].full_name
@@ -118,6 +121,8 @@ class RouterServer:
         self.served = ServedMetrics(self.metrics.registry, spans_from_environment())
         self.http: HttpFront | None = None
         if config.http is not None:
+            from dataplane.http_front.app import HttpFront  # noqa: PLC0415 - aiohttp only then
+
             self.http = HttpFront(
                 self.router,
                 self.holds,

@@ -13,7 +13,7 @@ import pytest
 from cachectl.loadgen.openai_client import block_text, prompt_text
 from cacheroute_state import Stores
 from dataplane.core.keys import prompt_blocks
-from dataplane.http_front.app import FrontConfig
+from dataplane.http_front.front_config import FrontConfig
 from dataplane.server import RouterConfig, RouterServer
 from sim.engine_model import LLAMA_8B
 from simengine.server import EngineOptions, EngineServer

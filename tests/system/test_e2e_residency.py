@@ -29,7 +29,7 @@ from controlplane.server import ControlPlane
 from dataplane.core.keys import hash_key
 from dataplane.core.table import RoutingTable
 from dataplane.core.table_codec import decode_table
-from dataplane.http_front.app import FrontConfig
+from dataplane.http_front.front_config import FrontConfig
 from dataplane.server import RouterConfig, RouterServer
 from sim.engine_model import LLAMA_8B
 from simengine.server import EngineOptions, EngineServer

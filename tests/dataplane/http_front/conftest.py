@@ -20,7 +20,7 @@ import pytest
 
 from cacheroute.v1 import cluster_pb2
 from cacheroute_state import Stores
-from dataplane.http_front.app import FrontConfig
+from dataplane.http_front.front_config import FrontConfig
 from dataplane.server import RouterConfig, RouterServer
 from tests.support.faults import logged_events
 from tests.support.router import PAPER_DISPATCH, QUIET, load_snapshot

@@ -26,8 +26,9 @@ from prometheus_client import CollectorRegistry
 from cacheroute.v1 import routing_pb2, routing_pb2_grpc
 from cacheroute_state import open_stores
 from dataplane.core.router import Router
-from dataplane.http_front.app import FrontConfig, HttpFront
+from dataplane.http_front.app import HttpFront
 from dataplane.http_front.connections import ConnectionLimits
+from dataplane.http_front.front_config import FrontConfig
 from dataplane.requests.holds import Holds
 from servekit.processes import free_port
 from tests.support.polling import eventually
