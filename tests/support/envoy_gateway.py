@@ -27,6 +27,7 @@ from tests.dataplane.http_front.metrics_util import in_flight, metric_sum
 from tests.support import extproc as m
 from tests.support.envoy import RECIPE, Envoy
 from tests.support.factories import small_plan, store_plan
+from tests.support.openai_clients import openai_client
 from tests.support.polling import eventually
 from tests.support.router import PAPER_DISPATCH, QUIET, rollout
 
@@ -46,9 +47,8 @@ class Gateway:
     generation: int
 
     def client(self) -> openai.AsyncOpenAI:
-        return openai.AsyncOpenAI(
-            base_url=f"{self.envoy.url}/v1", api_key="unused", max_retries=0, timeout=120
-        )
+        """A client of the gateway, closed when the test ends (tests.support.openai_clients)."""
+        return openai_client(f"{self.envoy.url}/v1", timeout=120)
 
     def address(self, node_id: str) -> str:
         return self.engines.addresses[int(node_id.rsplit("-", 1)[1])]

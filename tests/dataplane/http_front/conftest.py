@@ -23,6 +23,7 @@ from cacheroute_state import Stores
 from dataplane.http_front.front_config import FrontConfig
 from dataplane.server import RouterConfig, RouterServer
 from tests.support.faults import logged_events
+from tests.support.openai_clients import close_openai_clients  # noqa: F401 - autouse
 from tests.support.router import PAPER_DISPATCH, QUIET, load_snapshot
 from tests.support.timing import StartDeadline
 

@@ -14,7 +14,6 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-import openai
 import pytest
 
 from agents import dialects, exposition
@@ -22,6 +21,7 @@ from cacheroute_state import Stores
 from servekit.processes import free_port
 from tests.dataplane.http_front.conftest import front_url, running_front
 from tests.support.llamacpp import require_binary, start_server, wait_healthy, write_model
+from tests.support.openai_clients import openai_client
 
 pytestmark = [pytest.mark.llamacpp, pytest.mark.slow, pytest.mark.redis, pytest.mark.grpc]
 ROOT = Path(__file__).resolve().parents[3]
@@ -55,7 +55,7 @@ async def test_the_front_serves_real_tokens_and_a_real_prefix_cache(
     redis_url: str, stores: Stores, llama_servers: list[str]
 ) -> None:
     async with running_front(redis_url, stores, llama_servers) as server:
-        api = openai.AsyncOpenAI(base_url=f"{front_url(server)}/v1", api_key="x", max_retries=0)
+        api = openai_client(f"{front_url(server)}/v1")
         models = await api.models.list()
         assert [m.id for m in models.data] == ["tiny"]  # two engines, one model
         context = "a shared business context for every question. " * 12

@@ -16,6 +16,7 @@ from sim.engine_model import DEFAULT_PROFILE
 from tests.dataplane.http_front.conftest import SimEngines, front_url, running_front
 from tests.dataplane.http_front.metrics_util import in_flight, metric_sum, node_load
 from tests.support.factories import small_plan, store_plan
+from tests.support.openai_clients import openai_client
 from tests.support.router import rollout, warm_keys
 from tests.support.router_core import table_for
 from tests.support.streams import streams_through_a_kill
@@ -27,9 +28,7 @@ MESSAGES = [{"role": "user", "content": "a question about the shared context"}]
 
 
 def client(server: RouterServer) -> openai.AsyncOpenAI:
-    return openai.AsyncOpenAI(
-        base_url=f"{front_url(server)}/v1", api_key="unused", max_retries=0, timeout=120
-    )
+    return openai_client(f"{front_url(server)}/v1", timeout=120)
 
 
 async def _until(check: object, timeout_s: float = 20.0) -> None:

@@ -9,6 +9,7 @@ from cacheroute_state import Stores
 from dataplane.core.keys import MAX_PROMPT_BYTES, prompt_blocks
 from tests.dataplane.http_front.conftest import SimEngines, front_url, node_ids, running_front
 from tests.dataplane.http_front.metrics_util import in_flight, metric_sum
+from tests.support.openai_clients import openai_client
 from tests.support.polling import eventually
 from tests.support.router import load_snapshot
 
@@ -16,7 +17,7 @@ pytestmark = [pytest.mark.redis, pytest.mark.grpc]
 
 
 def client(url: str) -> openai.AsyncOpenAI:
-    return openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
+    return openai_client(f"{url}/v1")
 
 
 async def test_chat_completion_returns_the_engines_answer_with_decision_headers(
