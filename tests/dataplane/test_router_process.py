@@ -95,7 +95,8 @@ async def test_the_router_process_serves_route_and_exits_cleanly_on_sigterm(
         if process.poll() is None:
             process.kill()
             process.wait()
-    stderr = process.stderr.read().decode() if process.stderr else ""
+    _, err = process.communicate()  # the rest of its output, and both pipes closed
+    stderr = err.decode()
     events = [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
     names = [e["event"] for e in events]
     assert "router serving" in names and names[-1] == "router stopped"
