@@ -214,11 +214,12 @@ class ControlPlaneProcess:
 
     def _read(self) -> None:
         assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            try:
-                self.lines.put(json.loads(line))
-            except json.JSONDecodeError:
-                self.lines.put({"event": "raw", "line": line})
+        with self.proc.stderr:  # closed at EOF, when the process has exited
+            for line in self.proc.stderr:
+                try:
+                    self.lines.put(json.loads(line))
+                except json.JSONDecodeError:
+                    self.lines.put({"event": "raw", "line": line})
 
     def wait_for(
         self, event: str, timeout: float = 15.0, *, deadline: StartDeadline | None = None
