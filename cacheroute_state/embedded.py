@@ -222,18 +222,23 @@ class EmbeddedRedis:
         return EmbeddedRedisError(f"redis-server exited at start: {err}")
 
     def start(self) -> EmbeddedRedis:
-        """Spawn and wait; a port chosen here that was taken meanwhile is replaced (twice)."""
-        for attempt in range(3):
-            self.spawn()
-            try:
-                return self.wait_ready()
-            except PortInUseError:
-                if not self._port_chosen_here or attempt == 2:
-                    raise
-                self.port = free_port()
-                self.url = self._url()
-                self.args = self._args()
-        raise AssertionError("unreachable")
+        """Spawn and wait; a port chosen here that was taken meanwhile is replaced (twice). A
+        start that fails leaves nothing behind (no process, no temporary directory)."""
+        try:
+            for attempt in range(3):
+                self.spawn()
+                try:
+                    return self.wait_ready()
+                except PortInUseError:
+                    if not self._port_chosen_here or attempt == 2:
+                        raise
+                    self.port = free_port()
+                    self.url = self._url()
+                    self.args = self._args()
+            raise AssertionError("unreachable")
+        except BaseException:
+            self.stop()
+            raise
 
     def restart(self) -> None:
         """Spawn it again on the same port and data directory (after it died)."""

@@ -75,6 +75,10 @@ def test_embedded_redis_moves_off_a_port_taken_since_it_was_chosen(
             client.close()
 
 
-def test_embedded_redis_on_a_given_port_that_is_taken_says_so() -> None:
-    with EmbeddedRedis() as other, pytest.raises(EmbeddedRedisError, match="port is in use"):
-        EmbeddedRedis(port=other.port).start()
+def test_embedded_redis_on_a_given_port_that_is_taken_says_so_and_leaves_nothing() -> None:
+    with EmbeddedRedis() as other:
+        refused = EmbeddedRedis(port=other.port)
+        with pytest.raises(EmbeddedRedisError, match="port is in use"):
+            refused.start()
+        assert not refused.dir.exists()  # its temporary directory went with it
+        assert not refused.running()
