@@ -15,6 +15,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from cacheroute.v1 import admin_pb2, admin_pb2_grpc
 from cacheroute_state import open_stores
+from controlplane.core.rates import RateEstimator
 from dataplane.core.table_codec import table_to_proto
 from dataplane.server import RouterConfig, RouterServer
 from servekit.processes import free_port
@@ -70,6 +71,11 @@ def test_killed_leader_is_replaced_by_the_other_instance(
     assert b.terminate() == 0
 
 
+def reports_in(state: bytes) -> int:
+    """How many traffic reports a saved rate state has consumed."""
+    return RateEstimator.from_bytes(state, 60.0, max_keys=100).reports
+
+
 async def test_restart_keeps_plans_pointer_and_rate_state(
     tmp_path: Path, processes: list[ControlPlaneProcess]
 ) -> None:
@@ -91,11 +97,15 @@ async def test_restart_keeps_plans_pointer_and_rate_state(
     try:
         for window in range(3):
             await stores.telemetry.add_traffic(traffic("r1", window, {"hot": 50}, total=100))
+        # The state is saved as reports are consumed: wait for the save that has all three (a
+        # save after the first report alone, compared below, was a race the restart could lose).
         deadline = time.monotonic() + 10
-        while (await stores.telemetry.load_rates("default")) is None:
-            assert time.monotonic() < deadline, "rate state was never saved"
+        while True:
+            saved = await stores.telemetry.load_rates("default")
+            if saved is not None and reports_in(saved) == 3:
+                break
+            assert time.monotonic() < deadline, f"rate state never had the 3 reports: {saved!r}"
             await asyncio.sleep(0.05)
-        saved = await stores.telemetry.load_rates("default")
     finally:
         await stores.close()
     assert first.terminate() == 0
