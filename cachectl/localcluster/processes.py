@@ -20,6 +20,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from servekit.processes import guarded
 
@@ -117,8 +118,8 @@ def python_module(module: str, *args: str) -> list[str]:
     return [sys.executable, "-m", module, *args]
 
 
-def logged_values(log_path: Path, event: str, field: str) -> list[str]:
-    """``field`` of every ``event`` line of a component's JSON log, in order (others skipped)."""
+def logged_records(log_path: Path, event: str) -> list[dict[str, Any]]:
+    """Every ``event`` line of a component's JSON log, in order (other lines skipped)."""
     found = []
     for line in log_path.read_text(errors="replace").splitlines():
         try:
@@ -126,5 +127,10 @@ def logged_values(log_path: Path, event: str, field: str) -> list[str]:
         except ValueError:
             continue
         if isinstance(record, dict) and record.get("event") == event:
-            found.append(str(record[field]))
+            found.append(record)
     return found
+
+
+def logged_values(log_path: Path, event: str, field: str) -> list[str]:
+    """``field`` of every ``event`` line of a component's JSON log, in order (others skipped)."""
+    return [str(record[field]) for record in logged_records(log_path, event)]

@@ -8,7 +8,6 @@ processes (SIGKILL, SIGSTOP/SIGCONT). No test here: shared by the fault tests.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import subprocess
 import time
@@ -18,7 +17,7 @@ from typing import Any
 
 import grpc
 
-from cachectl.localcluster.processes import ManagedProcess, python_module, stop_all
+from cachectl.localcluster.processes import ManagedProcess, logged_records, python_module, stop_all
 from cacheroute.v1 import admin_pb2, admin_pb2_grpc, routing_pb2, routing_pb2_grpc
 from tests.support.timing import LagMeter, StartDeadline
 
@@ -30,15 +29,7 @@ LOG = ("--log-format", "json", "--log-level", "info")
 
 def logged_events(log: Path, event: str) -> list[dict[str, Any]]:
     """The JSON log lines of ``log`` whose ``event`` is ``event`` (other lines are skipped)."""
-    found = []
-    for line in log.read_text(errors="replace").splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict) and record.get("event") == event:
-            found.append(record)
-    return found
+    return logged_records(log, event)
 
 
 class Proc(ManagedProcess):
