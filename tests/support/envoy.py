@@ -147,6 +147,23 @@ class Envoy:
                 raise RuntimeError(f"envoy not ready in {deadline.describe()}:\n{self.log()}")
             time.sleep(0.05)
 
+    def wait_healthy(self, cluster: str, hosts: int) -> None:
+        """Wait until ``hosts`` of ``cluster``'s members pass Envoy's active health check.
+
+        ``/ready`` says the first round of checks has ended, not that it passed: a picker whose
+        first check timed out on a busy machine stays out of rotation until its next one, and a
+        test that expects both replicas to serve must not start before then.
+        """
+        with StartDeadline(START_TIMEOUT_S) as deadline:
+            while self.stats().get(f"cluster.{cluster}.membership_healthy", 0) < hosts:
+                if self.proc.poll() is not None:
+                    raise RuntimeError(f"envoy exited with {self.proc.returncode}:\n{self.log()}")
+                if deadline.expired():
+                    raise RuntimeError(
+                        f"{cluster}: fewer than {hosts} healthy hosts in {deadline.describe()}"
+                    )
+                time.sleep(0.05)
+
     def stats(self) -> dict[str, int]:
         """The admin's counters and gauges (``/stats``), by name."""
         url = f"http://127.0.0.1:{self.admin_port}/stats"

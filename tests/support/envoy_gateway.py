@@ -118,6 +118,7 @@ async def gateway(
             recipe=recipe,
         )
         await asyncio.to_thread(envoy.wait_ready)
+        await asyncio.to_thread(envoy.wait_healthy, "cacheroute_epp", len(pickers))
         yield Gateway(envoy, routers, engines, table, generation)
     finally:
         if envoy is not None:
