@@ -18,6 +18,16 @@ server closed none. The HTTP front had an fd budget; the gRPC ports had none. No
   reconnect on their next call); ``max_age_s`` (0: off) ends long-lived ones, after a grace for
   calls in flight (off on the control plane: an agent's stream is its node's liveness).
 * **Streams per connection** (``grpc.max_concurrent_streams``).
+* **Receive windows** (``grpc.http2.bdp_probe``, ``grpc.http2.lookahead_bytes``): gRPC core
+  grows a connection's HTTP/2 windows from its bandwidth-delay estimate, and data that arrives
+  inside a window is buffered by core whether or not the servicer reads it. On the picker port
+  twenty unfinished 15 MiB bodies then took a router's resident memory up by 110-300 MiB instead
+  of the 70 MiB the body budget allows (3 of 12 runs on a busy machine; gRPC's threads' malloc
+  arenas filled with received, unread chunks). The router's ports set a fixed window per stream
+  (``receive_window_bytes``, 256 KiB): what a client can park in a router is bounded by its
+  streams, not by the estimate, and one stream still moves a body over loopback as fast as with
+  the probe (a fixed 64 KiB window cost a third of it). The control plane keeps the probe: its
+  ``ImportPlan`` carries whole tables.
 
 The soft open-file limit is raised to the hard one (up to :data:`WANTED_FDS`) first, as the HTTP
 front does.
@@ -35,6 +45,7 @@ FD_RESERVE = 256  # Redis, logs, the metrics endpoint, the table decoder, probes
 PORT_SHARE = 8  # each gRPC port may take 1/8 of the rest (the HTTP front takes 1/2)
 MIN_CONNECTIONS = 16
 WANTED_FDS = 65_536
+FIXED_RECEIVE_WINDOW = 256 * 1024  # the router's ports (module docstring)
 
 
 @dataclass(frozen=True)
@@ -47,6 +58,7 @@ class ConnectionHygiene:
     max_age_s: float = 0.0  # 0: off
     age_grace_s: float = 300.0
     max_streams: int = 1024
+    receive_window_bytes: int = 0  # a fixed window per stream; 0: gRPC's bandwidth probe
 
 
 def open_file_limit(wanted: int = WANTED_FDS) -> int:
@@ -75,6 +87,9 @@ def grpc_options(hygiene: ConnectionHygiene) -> tuple[tuple[str, int], ...]:
         ("grpc.max_connection_idle_ms", int(hygiene.idle_s * 1000)),
         ("grpc.max_concurrent_streams", hygiene.max_streams),
     ]
+    if hygiene.receive_window_bytes:
+        options.append(("grpc.http2.bdp_probe", 0))
+        options.append(("grpc.http2.lookahead_bytes", hygiene.receive_window_bytes))
     if hygiene.max_age_s > 0:
         options.append(("grpc.max_connection_age_ms", int(hygiene.max_age_s * 1000)))
         options.append(("grpc.max_connection_age_grace_ms", int(hygiene.age_grace_s * 1000)))

@@ -31,7 +31,7 @@ from dataplane.extproc.context import ExtProcConfig, PickerContext
 from dataplane.extproc.identity import PickerIdentity
 from dataplane.extproc.stream import PickerStream
 from servekit.auth_file import AuthTable
-from servekit.grpc_hygiene import ConnectionHygiene
+from servekit.grpc_hygiene import FIXED_RECEIVE_WINDOW, ConnectionHygiene
 from servekit.grpc_server import GrpcServer
 from servekit.rpc_guard import RpcGuard
 from servekit.tls import TlsConfig
@@ -40,8 +40,9 @@ log = structlog.get_logger("dataplane.extproc")
 EXT_PROC_SERVICE = "envoy.service.ext_proc.v3.ExternalProcessor"
 LIVENESS = "liveness"
 READINESS = "readiness"
-# A gateway's connections are renewed hourly, with 5 minutes for the requests in flight.
-GATEWAY_CONNECTIONS = ConnectionHygiene(max_age_s=3600.0)
+# A gateway's connections are renewed hourly, with 5 minutes for the requests in flight; fixed
+# receive windows keep unread body chunks out of gRPC core's buffers (servekit.grpc_hygiene).
+GATEWAY_CONNECTIONS = ConnectionHygiene(max_age_s=3600.0, receive_window_bytes=FIXED_RECEIVE_WINDOW)
 MESSAGE_SLACK_BYTES = 1024 * 1024  # one message: a body chunk (at most the body) plus headers
 # What a message may hold that a picker cannot use: answered INVALID_ARGUMENT, one log line.
 MALFORMED = (ValueError, TypeError, UnicodeError, KeyError, IndexError, AttributeError)

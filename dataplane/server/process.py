@@ -63,7 +63,7 @@ from dataplane.telemetry.served_metrics import ServedMetrics
 from dataplane.telemetry.tracing import spans_from_environment
 from dataplane.telemetry.traffic import TrafficReporter
 from servekit.addresses import parse_host_port
-from servekit.grpc_hygiene import ConnectionHygiene
+from servekit.grpc_hygiene import FIXED_RECEIVE_WINDOW, ConnectionHygiene
 from servekit.grpc_server import GrpcServer
 from servekit.metrics_endpoint import MetricsEndpoint
 
@@ -72,8 +72,9 @@ if TYPE_CHECKING:  # imported where the front starts: aiohttp only with --http-l
 
 log = structlog.get_logger("dataplane.server")
 SERVICE_NAME = routing_pb2.DESCRIPTOR.services_by_name["RouterService"].full_name
-# Route callers' connections are renewed hourly (a GOAWAY, 5 min for calls in flight).
-ROUTER_CONNECTIONS = ConnectionHygiene(max_age_s=3600.0)
+# Route callers' connections are renewed hourly (a GOAWAY, 5 min for calls in flight); fixed
+# receive windows bound what a caller can park in the router (servekit.grpc_hygiene).
+ROUTER_CONNECTIONS = ConnectionHygiene(max_age_s=3600.0, receive_window_bytes=FIXED_RECEIVE_WINDOW)
 
 
 async def _supervised(name: str, loop: Callable[[], Awaitable[None]]) -> None:

@@ -6,7 +6,9 @@ A real router subprocess on a real Redis, 20 real ext_proc streams as Envoy send
 (``FULL_DUPLEX_STREAMED`` chunks of 62,000 bytes), none of them ending it. The router's shared
 budget (``--extproc-max-buffered``, 64 MiB by default) ends the streams that do not fit with a
 503, and its resident memory grows by far less than the bodies sent (bound: the budget plus
-100 MiB of slack for gRPC's own buffers).
+64 MiB of slack; it grows by about 70 MiB). With gRPC's receive windows sized by its bandwidth
+probe, core buffered unread chunks and the growth was 110-300 MiB in a quarter of the runs on a
+busy machine; the router's ports now keep fixed windows (:mod:`servekit.grpc_hygiene`).
 """
 
 from __future__ import annotations
@@ -96,7 +98,7 @@ async def test_twenty_unfinished_15_mib_bodies_stay_within_the_budget(
             await asyncio.gather(*readers)
         print(f"router RSS {before:.0f} -> {after:.0f} MiB; {busy} of {STREAMS} streams got 503")
         assert busy >= REFUSED  # the streams that did not fit the budget
-        assert after - before < 64 + 100, (before, after)
+        assert after - before < 64 + 64, (before, after)
         router.check()
         assert "Traceback" not in router.log_path.read_text(errors="replace")
     finally:
