@@ -18,13 +18,14 @@ import os
 import secrets
 import shutil
 import subprocess
-import tempfile
 import time
+import weakref
 from pathlib import Path
 from types import TracebackType
 
 import redis
 
+from servekit.private_dirs import private_dir
 from servekit.processes import free_port, guarded
 
 STARTUP_TIMEOUT_S = 10.0
@@ -121,10 +122,10 @@ class EmbeddedRedis:
         self.password: str | None = None
         self.url = self._url()
         self.data_dir = data_dir
-        self._tmp: tempfile.TemporaryDirectory[str] | None = None
-        if data_dir is None:
-            self._tmp = tempfile.TemporaryDirectory(prefix="cacheroute-redis-")
-            self.dir = Path(self._tmp.name)
+        self._tmp: weakref.finalize[[str, bool], EmbeddedRedis] | None = None
+        if data_dir is None:  # removed on stop, or when this object is collected
+            self.dir = private_dir("cacheroute-redis-")
+            self._tmp = weakref.finalize(self, shutil.rmtree, str(self.dir), True)
             persistence = ["--save", "", "--appendonly", "no"]
         else:
             data_dir.mkdir(parents=True, exist_ok=True)
@@ -270,7 +271,7 @@ class EmbeddedRedis:
             self._process.stderr.close()
         self._process = None
         if self._tmp is not None:
-            self._tmp.cleanup()
+            self._tmp()
             self._tmp = None
 
     def __enter__(self) -> EmbeddedRedis:

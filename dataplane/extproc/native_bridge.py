@@ -5,7 +5,8 @@ the decision. So the router runs the native server (native/extproc/, built by
 ``scripts/build_extproc_native.py``) as a child process that listens on ``--extproc-listen`` and
 carries the streams, while every message is decided here, on the router's event loop, by the
 Python picker's own code (:mod:`dataplane.extproc.native_streams`). The two talk over a Unix
-socket in a private temporary directory, in batches (:mod:`dataplane.extproc.native_frames`).
+socket in a private temporary directory (:mod:`servekit.private_dirs`), in batches
+(:mod:`dataplane.extproc.native_frames`).
 
 The health server (``--extproc-health-listen``) stays in Python: SERVING once the router has
 synced *and* the child is connected. A child that dies is logged, its streams end (their holds
@@ -20,7 +21,6 @@ import asyncio
 import contextlib
 import shutil
 import signal
-import tempfile
 from pathlib import Path
 
 import structlog
@@ -34,6 +34,7 @@ from dataplane.extproc.native_streams import NativeStreams
 from dataplane.extproc.service import EXT_PROC_SERVICE, LIVENESS, MESSAGE_SLACK_BYTES, READINESS
 from servekit.auth_file import AuthTable
 from servekit.grpc_server import GrpcServer
+from servekit.private_dirs import private_dir
 
 log = structlog.get_logger("dataplane.extproc")
 START_TIMEOUT_S = 30.0  # the child's first connection (a cold, loaded machine)
@@ -105,7 +106,7 @@ class NativeExtProcServer:
             self.health = GrpcServer(
                 config.health_listen, service_names=[LIVENESS, READINESS, EXT_PROC_SERVICE]
             )
-        self._dir = Path(tempfile.mkdtemp(prefix="cacheroute-extproc-"))
+        self._dir = private_dir("cacheroute-extproc-")
         self.socket_path = self._dir / "picker.sock"
         self._listen = config.listen
         self._port = 0
