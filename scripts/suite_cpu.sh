@@ -9,7 +9,9 @@
 # Needs root and a writable cgroup v2 hierarchy (/sys/fs/cgroup or /sys/fs/cgroup/unified);
 # without one it falls back to /usr/bin/time, which misses orphans that outlive the command.
 # One line of results goes to stdout and to $SUITE_CPU_LOG (default .venv/suite_cpu.log):
-#   label, wall s, user s, system s, total s, load averages before and after, exit status.
+#   label, wall s, user s, system s, total s, load averages before and after, the CPU seconds of
+#   scripts/cpu_yardstick.py before and after (the shared machine's speed drifts by a quarter within
+#   a day: compare runs made close together, or against their yardsticks), exit status.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 label=${1:-run}
@@ -26,6 +28,8 @@ for candidate in /sys/fs/cgroup /sys/fs/cgroup/unified; do
         break
     fi
 done
+yardstick() { python3 scripts/cpu_yardstick.py; }  # the machine's speed now
+yard_before=$(yardstick)
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 started=$(date +%s.%N)
 
@@ -56,10 +60,12 @@ else
     how="time(1), orphans not counted"
 fi
 
+yard_after=$(yardstick)
 wall_s=$(awk -v a="$started" -v b="$ended" 'BEGIN {printf "%.1f", b - a}')
 total_s=$(awk -v u="$user_s" -v s="$system_s" 'BEGIN {printf "%.1f", u + s}')
 line="$(date -u +%FT%TZ) $label wall=${wall_s}s user=${user_s}s system=${system_s}s"
 line+=" total=${total_s}s load_before=[$load_before] load_after=[$(cut -d' ' -f1-3 /proc/loadavg)]"
+line+=" yardstick=[${yard_before}s ${yard_after}s]"
 line+=" status=$status ($how; $(git rev-parse --short HEAD 2>/dev/null); $*)"
 echo "$line" | tee -a "$log"
 exit "$status"
