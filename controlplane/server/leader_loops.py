@@ -25,24 +25,6 @@ from servekit.clock import Clock
 log = structlog.get_logger("controlplane")
 
 
-async def cancel_all(tasks: list[asyncio.Task[None]]) -> None:
-    """Cancel ``tasks`` and wait for them, cancelling again any that swallowed the request (a
-    cancellation racing a client library's own timeout can come back as a timeout error)."""
-    for task in tasks:
-        task.cancel()
-    pending = set(tasks)
-    while pending:
-        done, pending = await asyncio.wait(pending, timeout=0.2)
-        for task in pending:
-            log.info("background task ignored cancellation; cancelling again", task=task.get_name())
-            task.cancel()
-        for task in done:
-            if not task.cancelled() and task.exception() is not None:
-                log.error(
-                    "background task failed", task=task.get_name(), error=repr(task.exception())
-                )
-
-
 async def run_while_leading(
     leader: LeaderElector,
     metrics: ControlPlaneMetrics,

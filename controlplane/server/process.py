@@ -41,7 +41,7 @@ from controlplane.lifecycle.shadow import ShadowBudget
 from controlplane.lifecycle.verdict_gate import standard_gates
 from controlplane.metrics import ControlPlaneMetrics
 from controlplane.server.embedded_store import describe_store, supervise_embedded
-from controlplane.server.leader_loops import cancel_all, plan_all, run_while_leading
+from controlplane.server.leader_loops import plan_all, run_while_leading
 from controlplane.server.leader_work import leader_work
 from controlplane.services.agent_service import AgentServicer
 from controlplane.services.agent_service import add_to_server as add_agent_service
@@ -54,6 +54,7 @@ from servekit.clock import Clock, wall_ms
 from servekit.grpc_server import GrpcServer
 from servekit.metrics_endpoint import MetricsEndpoint
 from servekit.rpc_guard import RpcGuard
+from servekit.tasks import cancel_all
 
 log = structlog.get_logger("controlplane")
 

@@ -66,6 +66,7 @@ from servekit.addresses import parse_host_port
 from servekit.grpc_hygiene import FIXED_RECEIVE_WINDOW, ConnectionHygiene
 from servekit.grpc_server import GrpcServer
 from servekit.metrics_endpoint import MetricsEndpoint
+from servekit.tasks import cancel_all
 
 if TYPE_CHECKING:  # imported where the front starts: aiohttp only with --http-listen
     from dataplane.http_front.app import HttpFront
@@ -282,14 +283,9 @@ class RouterServer:
         if self.extproc is not None:
             await self.extproc.stop(self.config.grace_s)
         await self.grpc.stop(self.config.grace_s)
-        for task in self._tasks:
-            task.cancel()
-        done, pending = await asyncio.wait(self._tasks, timeout=self.config.grace_s + 1.0)
-        for task in pending:  # never expected; a loop that ignored its cancel must not hang stop
+        pending = await cancel_all(self._tasks, timeout_s=self.config.grace_s + 1.0)
+        for task in pending:  # a loop that ignores every cancel must not hang stop
             log.error("loop did not stop", task=repr(task))
-        for task in done:
-            if not task.cancelled() and task.exception() is not None:
-                log.error("loop failed", task=repr(task), error=repr(task.exception()))
         self._tasks.clear()
         for flush in (self.traffic.flush, self.samples.flush):  # last reports, bounded
             with contextlib.suppress(Exception):
