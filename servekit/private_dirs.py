@@ -16,6 +16,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from servekit.processes import pid_alive
+
 
 def private_dir(prefix: str, root: str | None = None) -> Path:
     """A new 0700 directory ``<prefix><pid>-<random>``, after sweeping dead processes' ones."""
@@ -28,7 +30,7 @@ def sweep_dead(root: Path, prefix: str) -> list[Path]:
     removed = []
     for path in root.glob(f"{prefix}*-*"):
         pid_text = path.name[len(prefix) :].split("-", 1)[0]
-        if not pid_text.isdigit() or _alive(int(pid_text)):
+        if not pid_text.isdigit() or pid_alive(int(pid_text)):
             continue
         try:
             if not path.is_dir() or path.stat().st_uid != os.getuid():
@@ -38,13 +40,3 @@ def sweep_dead(root: Path, prefix: str) -> list[Path]:
         shutil.rmtree(path, ignore_errors=True)
         removed.append(path)
     return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # another user's process
-    return True

@@ -62,3 +62,14 @@ def die_with_parent() -> Callable[[], None] | None:
         libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
 
     return set_parent_death_signal
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists (another user's counts: we may not signal it)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

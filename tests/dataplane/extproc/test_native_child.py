@@ -21,6 +21,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from dataplane.__main__ import config_from, parse_args
 from dataplane.extproc.native_bridge import NativeExtProcServer
 from servekit.options import SettingsError
+from servekit.processes import pid_alive
 from tests.support import extproc as m
 from tests.support.certs import make_certs
 from tests.support.extproc_native import require_binary
@@ -57,14 +58,6 @@ async def readiness_changes(server: NativeExtProcServer, count: int) -> list[int
                 watch.cancel()
                 break
     return seen
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 async def test_a_killed_child_is_restarted_and_readiness_follows_it() -> None:
@@ -107,7 +100,7 @@ async def test_a_killed_child_is_restarted_and_readiness_follows_it() -> None:
         assert m.picked(await process(port, sent))
         last = server.child_pid
     assert last is not None
-    assert not alive(last)  # stopped with the router
+    assert not pid_alive(last)  # stopped with the router
 
 
 def test_the_native_option_reaches_the_config_and_refuses_tls(tmp_path: Path) -> None:
