@@ -22,12 +22,14 @@ server closed none. The HTTP front had an fd budget; the gRPC ports had none. No
   grows a connection's HTTP/2 windows from its bandwidth-delay estimate, and data that arrives
   inside a window is buffered by core whether or not the servicer reads it. On the picker port
   twenty unfinished 15 MiB bodies then took a router's resident memory up by 110-300 MiB instead
-  of the 70 MiB the body budget allows (3 of 12 runs on a busy machine; gRPC's threads' malloc
-  arenas filled with received, unread chunks). The router's ports set a fixed window per stream
+  of the 70 MiB the body budget allows (3 of 12 runs of
+  ``tests/system/test_faults_picker_bodies.py``, three at a time; gRPC's threads' malloc arenas
+  filled with received, unread chunks). The router's ports set a fixed window per stream
   (``receive_window_bytes``, 256 KiB): what a client can park in a router is bounded by its
-  streams, not by the estimate, and one stream still moves a body over loopback as fast as with
-  the probe (a fixed 64 KiB window cost a third of it). The control plane keeps the probe: its
-  ``ImportPlan`` carries whole tables.
+  streams, not by the estimate, and one stream's loopback upload keeps 93 % of its speed with
+  the probe (a fixed 64 KiB window kept 68 %; ``bench/bench_receive_window.py``,
+  docs/benchmarks.md). The control plane keeps the probe: its ``ImportPlan`` carries whole
+  tables.
 
 The soft open-file limit is raised to the hard one (up to :data:`WANTED_FDS`) first, as the HTTP
 front does.
