@@ -5,7 +5,7 @@ both arrive in the same loop turn (CPython gh-86296, fixed in 3.12), and redis-p
 command through ``wait_for(..., socket_timeout)``. A router stopped while its hint subscription
 was subscribing kept that task alive, listening; the router's stop gave up after its grace and
 the process's event loop then waited for the task forever at exit (a test's teardown hung for
-the 900 s guard, 1 in ~10 suites on a loaded machine). So a task still running after a short wait
+the 900 s guard in one suite run on a loaded machine). So a task still running after a short wait
 is cancelled again, until it ends or the time is up.
 """
 

@@ -62,7 +62,7 @@ async def test_subscriptions_cancelled_while_subscribing_all_end(redis_url: str)
 
     rng = random.Random(7)
     try:
-        for _ in range(40):  # about half lose their first cancel on Python 3.11
+        for _ in range(40):  # on Python 3.11 many lose their first cancel
             task = asyncio.create_task(subscription())
             await asyncio.sleep(rng.uniform(0, 0.004))
             assert await cancel_all([task], timeout_s=30) == set()
