@@ -3,9 +3,10 @@
 The suite's CPU seconds (``scripts/suite_cpu.sh``) moved by a quarter between two hours of one day
 on a shared VM with no code change (the simulator's cache benchmark,
 ``.venv/bin/python bench/bench_kvcache_ab.py sim/kvcache.py --rounds 1``: the C cache 6.4-7.5 s
-at 15:20 UTC, 9.3 s at 18:09, 2026-12-04). ``suite_cpu.sh`` runs this before and after the suite, so a comparison between
-two runs can be read against the machine's speed at the time: the same work, a fixed sequence of
-dict, string, integer and list operations like a test process's, no I/O, no randomness.
+at 15:20 UTC, 9.3 s at 18:09, 2026-12-04). ``suite_cpu.sh`` runs this before and after the
+suite, so a comparison between two runs can be read against the machine's speed at the time: the
+same work, a fixed sequence of dict, string, integer and list operations like a test process's,
+no I/O, no randomness.
 """
 
 from __future__ import annotations
