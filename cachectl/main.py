@@ -28,6 +28,7 @@ import sys
 from collections.abc import Sequence
 
 from cachectl.errors import EXIT_CODES, INTERRUPTED, USAGE_OR_REFUSED, CliError
+from servekit.blas import limit_blas_threads
 
 # name -> (module, one-line help). Each module exposes ``register(subparsers)``; its subcommands
 # set ``handler`` to a function ``(args) -> int``.
@@ -148,6 +149,7 @@ def _chosen_group(argv: Sequence[str]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    limit_blas_threads()  # before a command imports numpy (servekit/blas.py)
     args_in = hoist_global_options(sys.argv[1:] if argv is None else argv)
     if "--version" in args_in[:1]:
         print(_version())

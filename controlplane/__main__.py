@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from servekit.blas import limit_blas_threads
+
+limit_blas_threads()  # first: numpy, imported below, reads it once
+
 import asyncio
 import sys
 from collections.abc import Sequence

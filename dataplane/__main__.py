@@ -7,6 +7,10 @@ defaults and variables.
 
 from __future__ import annotations
 
+from servekit.blas import limit_blas_threads
+
+limit_blas_threads()  # first: numpy, imported below, reads it once
+
 import argparse
 import asyncio
 import gc

@@ -16,6 +16,10 @@ publishes each engine's KV-cache events as vLLM does (ZMQ PUB + replay ROUTER).
 
 from __future__ import annotations
 
+from servekit.blas import limit_blas_threads
+
+limit_blas_threads()  # first: numpy, imported below, reads it once
+
 import argparse
 import asyncio
 import sys
