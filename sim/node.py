@@ -112,6 +112,15 @@ class Node:
     def start_step(self, now: float) -> float:
         """Schedule a step at ``now``; return its duration in seconds (0.0: nothing to run)."""
         profile = self.profile
+        if not self.prefilling and not self.waiting:  # decode only: most steps of a run
+            if not self.decoding:
+                self.busy = False
+                return 0.0
+            self.busy = True
+            step_ms = profile.step_ms(0.0, self.decoding, self.decode_context)
+            if self._window[0] <= now < self._window[1]:
+                self.busy_s += step_ms / 1000.0
+            return step_ms / 1000.0
         budget = profile.max_batched_tokens - self.decoding
         chunks = self._chunks
         chunks.clear()
