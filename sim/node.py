@@ -158,6 +158,8 @@ class Node:
             self.decoding -= 1
             self.decode_context -= job.prompt + job.output
             self._finish(job, now)
+        if not self._chunks:  # decode only
+            return
         done = False
         for job, n in self._chunks:
             job.computed += n
