@@ -44,10 +44,10 @@ from agents.engine_settings import (
     read_token,
 )
 from servekit.flags import LOG_FORMAT, LOG_LEVEL, add_version_flag
-from servekit.grpc_server import wait_for_signal
 from servekit.logging import configure_logging
 from servekit.metrics_endpoint import MetricsEndpoint
 from servekit.options import SettingsError
+from servekit.signals import wait_for_signal
 
 log = structlog.get_logger("agents")
 

@@ -72,7 +72,7 @@ async def bare_server(listen: str) -> None:
     server = GrpcServer(listen, service_names=[name])
     routing_pb2_grpc.add_RouterServiceServicer_to_server(BareServicer(), server.server)
     await server.start()
-    from servekit.grpc_server import run_until_signal  # noqa: PLC0415
+    from servekit.signals import run_until_signal  # noqa: PLC0415
 
     await run_until_signal(lambda: server.stop(1.0))
 

@@ -15,9 +15,9 @@ import structlog
 from cacheroute_state.embedded import EmbeddedRedisError, stored_password
 from controlplane.config import ControlPlaneConfig, parse_config
 from controlplane.server import ControlPlane
-from servekit.grpc_server import run_until_signal
 from servekit.logging import configure_logging
 from servekit.options import SettingsError
+from servekit.signals import run_until_signal
 
 
 async def serve(config: ControlPlaneConfig) -> int:

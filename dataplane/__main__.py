@@ -23,9 +23,9 @@ from dataplane.options import OPTIONS
 from dataplane.options.builder import config_from
 from dataplane.server import RouterConfig, RouterServer
 from servekit.flags import LOG_FORMAT, LOG_LEVEL, add_version_flag
-from servekit.grpc_server import run_until_signal
 from servekit.logging import configure_logging
 from servekit.options import SettingsError
+from servekit.signals import run_until_signal
 
 # config_from lives in dataplane.options.builder; it stays importable from here.
 __all__ = ["build_parser", "config_from", "main", "parse_args", "serve"]

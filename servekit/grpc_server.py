@@ -19,9 +19,7 @@ control plane: able to reach it).
 
 from __future__ import annotations
 
-import asyncio
-import signal
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import grpc
@@ -124,28 +122,3 @@ def _status(serving: bool) -> health_pb2.HealthCheckResponse.ServingStatus.Value
     if serving:
         return health_pb2.HealthCheckResponse.SERVING
     return health_pb2.HealthCheckResponse.NOT_SERVING
-
-
-async def wait_for_signal(signals: Sequence[int] = (signal.SIGTERM, signal.SIGINT)) -> int:
-    """Wait until one of ``signals`` arrives; returns its number."""
-    loop = asyncio.get_running_loop()
-    received: asyncio.Future[int] = loop.create_future()
-
-    def on_signal(sig: int) -> None:
-        if not received.done():
-            received.set_result(sig)
-
-    for sig in signals:
-        loop.add_signal_handler(sig, on_signal, sig)
-    try:
-        return await received
-    finally:
-        for sig in signals:
-            loop.remove_signal_handler(sig)
-
-
-async def run_until_signal(stop: Callable[[], Awaitable[None]]) -> int:
-    """Block until SIGTERM/SIGINT, then run ``stop`` (the graceful shutdown)."""
-    sig = await wait_for_signal()
-    await stop()
-    return sig

@@ -36,9 +36,9 @@ from servekit.flags import (
     positive_float,
     positive_int,
 )
-from servekit.grpc_server import wait_for_signal
 from servekit.logging import configure_logging
 from servekit.options import Option, OptionSet, SettingsError, list_option
+from servekit.signals import wait_for_signal
 from sim.engine_model import DEFAULT_PROFILE, PROFILES, get_profile
 from simengine.server import EngineOptions, EngineServer, split_listen
 
