@@ -45,73 +45,27 @@ METRICS_ON_LISTEN = frozenset({"simengine"})
 IMAGE_PORTS = {"redis": 6379, "prom/prometheus": 9090, "grafana/grafana": 3000}
 PARSE_TIMEOUT_S = 60.0
 
-# Runs one entry point as its command line would: ``python -c _RUN SPEC`` with SPEC naming a -m
-# module or a console script's function and the arguments. With ``dry`` the program runs for real
-# up to the moment it would start serving: argparse parses (exit 2 on a bad flag or value), the
-# entry point validates what it validates after parsing (engine specs, TLS pairs, workload names),
-# and its ``asyncio.run(...)`` (how every CacheRoute process starts) is replaced by a stop that
-# prints the options parse_args returned and what the parser accepts.
+# Runs one entry point as its command line would (``python -c _RUN SPEC``, SPEC naming a -m
+# module or a console script's function and the arguments): the ``--help`` checks.
 _RUN = r"""
-import argparse, asyncio, importlib, json, runpy, sys
+import importlib, json, runpy, sys
 
 spec = json.loads(sys.argv[1])
-parsed = []
-
-class Started(BaseException):
-    pass
-
-def plain(value):
-    if value is None or isinstance(value, (str, int, float, bool)):
-        return value
-    if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
-    return str(value)
-
-if spec["dry"]:
-    real_parse_args = argparse.ArgumentParser.parse_args
-
-    def parse_args(self, args=None, namespace=None):
-        namespace = real_parse_args(self, args, namespace)
-        parsed.append((self, namespace))
-        return namespace
-
-    def run(main, *args, **kwargs):
-        getattr(main, "close", lambda: None)()  # a coroutine that never runs
-        raise Started
-
-    argparse.ArgumentParser.parse_args = parse_args
-    asyncio.run = run
-
 sys.argv = [spec["prog"], *spec["args"]]
-try:
-    if spec["module"]:
-        runpy.run_module(spec["module"], run_name="__main__", alter_sys=True)
-    else:
-        module, _, function = spec["function"].partition(":")
-        sys.exit(getattr(importlib.import_module(module), function)())
-except Started:
-    if not parsed:
-        sys.exit("the entry point started without calling ArgumentParser.parse_args")
-    parser, namespace = parsed[0]
-    options = [a for a in parser._actions if a.option_strings]
-    print(json.dumps({
-        "values": {k: plain(v) for k, v in vars(namespace).items() if not callable(v)},
-        "dests": sorted({a.dest for a in options}),
-        "choices": {a.dest: [str(c) for c in a.choices] for a in options if a.choices},
-    }))
-    sys.exit(0)
-except SystemExit as exc:
-    if spec["dry"] and exc.code in (0, None):
-        sys.exit("the entry point exited 0 without starting")
-    raise
-if spec["dry"]:
-    sys.exit("the entry point returned without starting")
+if spec["module"]:
+    runpy.run_module(spec["module"], run_name="__main__", alter_sys=True)
+else:
+    module, _, function = spec["function"].partition(":")
+    sys.exit(getattr(importlib.import_module(module), function)())
 """
 
-
-# Every service's dry run in one process (:func:`dry_parse_all`): the same steps as ``_RUN``'s dry
-# mode, spec after spec, each with its own argv, environment, stdout and stderr. One interpreter
-# instead of one per service: the entry points' imports (~0.6 s of CPU each) are paid once.
+# Every service's dry run, one after the other in one process (:func:`dry_parse_all`), each with
+# its own argv, environment, stdout and stderr: the program runs for real up to the moment it
+# would start serving: argparse parses (exit 2 on a bad flag or value), the entry point validates
+# what it validates after parsing (engine specs, TLS pairs, workload names), and its
+# ``asyncio.run(...)`` (how every CacheRoute process starts) is replaced by a stop that records
+# the options parse_args returned and what the parser accepts. One interpreter, not one per
+# service: the entry points' imports (~0.6 s of CPU each) are paid once.
 _RUN_MANY = r"""
 import argparse, asyncio, contextlib, importlib, io, json, os, runpy, sys
 
@@ -217,10 +171,11 @@ class Parsed:
 
 
 def run_entry_point(
-    point: EntryPoint, args: list[str], env: dict[str, str], *, dry: bool
+    point: EntryPoint, args: list[str], env: dict[str, str]
 ) -> subprocess.CompletedProcess[str]:
+    """Run an entry point for real with ``args`` (``--help``: it must exit)."""
     spec = {"prog": point.prog, "args": args, "module": point.module,
-            "function": point.function, "dry": dry}  # fmt: skip
+            "function": point.function}  # fmt: skip
     try:
         return run_patiently(
             [sys.executable, "-c", _RUN, json.dumps(spec)],
@@ -229,7 +184,7 @@ def run_entry_point(
         )  # fmt: skip
     except subprocess.TimeoutExpired as exc:
         raise AssertionError(
-            f"`{point.label}` {args} did not stop: does it still start with asyncio.run?"
+            f"`{point.label}` {args} did not exit within {PARSE_TIMEOUT_S:.0f} s"
         ) from exc
 
 

@@ -83,7 +83,7 @@ def test_every_command_is_an_entry_point_whose_help_exits_0() -> None:
 
     def run_help(point: EntryPoint) -> subprocess.CompletedProcess[str]:
         subcommands = point.label.split()[1:] if point.function else []  # "cachectl load"
-        return run_entry_point(point, [*subcommands, "--help"], {}, dry=False)
+        return run_entry_point(point, [*subcommands, "--help"], {})
 
     with ThreadPoolExecutor(max_workers=4) as pool:
         results = dict(zip(unique, pool.map(run_help, unique.values()), strict=True))
