@@ -101,9 +101,9 @@ for spec in specs:
     os.environ.clear()
     os.environ.update(spec["env"])
     sys.argv = [spec["prog"], *spec["args"]]
-    out, err = io.StringIO(), io.StringIO()
+    err = io.StringIO()
     result = {"code": 0, "parsed": None}
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
         try:
             if spec["module"]:
                 runpy.run_module(spec["module"], run_name="__main__", alter_sys=True)
