@@ -17,8 +17,11 @@ Tree sync (``tree_sync_s``, prefix-history policies with several routers): each 
 reach every other router's prefix index at the next sync tick, as the SGLang model gateway's mesh
 broadcasts its tenant deltas once per gossip round (:mod:`sim.tree_sync`).
 
-Events are kept in one heap of node step-ends; arrivals come from the sorted request list and
-snapshots from a fixed grid, so only busy nodes cost anything. A node that receives a request
+The loop's events are arrivals, from the sorted request list, and snapshots, from a fixed grid.
+Nodes do not touch one another, so a node's steps run when something reads it
+(:meth:`sim.node.Node.advance`): a request routed to it, a snapshot of every node's load, a
+KV-event policy reading its cache. The results are those of running every step in time order
+(a tie goes to the arrival or snapshot, then to the step's end). A node that receives a request
 while idle starts a step at once; a busy node picks it up when its current step ends.
 
 The run stops when every measured request has its first token or has waited ``timeout_s`` (or,
@@ -30,7 +33,6 @@ bound, marked censored.
 
 from __future__ import annotations
 
-import heapq
 from collections import deque
 from collections.abc import Sequence
 
@@ -66,15 +68,21 @@ _FLOW_SINGLE = 1 << 48  # flow ids of single-turn requests: past every conversat
 
 
 class EngineResidency:
-    """The engines' resident prefixes, read as a KV-event consumer would know them (no delay)."""
+    """The engines' resident prefixes, read as a KV-event consumer would know them (no delay).
 
-    __slots__ = ("nodes",)
+    ``now`` is the routing decision's time: a node's steps up to it run before its cache is read.
+    """
+
+    __slots__ = ("nodes", "now")
 
     def __init__(self, nodes: Sequence[Node]) -> None:
         self.nodes = nodes
+        self.now = float("-inf")
 
     def resident_prefix(self, node: int, blocks: Sequence[int]) -> int:
-        return self.nodes[node].cache.match(blocks)[0]
+        engine = self.nodes[node]
+        engine.advance(self.now)
+        return engine.cache.match(blocks)[0]
 
 
 class _Watch:
@@ -130,12 +138,15 @@ class Cluster:
             for i in range(config.nodes)
         ]
         self.routers = []
+        self._residency: EngineResidency | None = None
         for r in range(max(1, config.routers)):
             view = LoadView(node_set)
             view.table = bind_with_memo(table, node_set)  # as the live router binds it
             instance = make_policy(policy, seed=config.seed * 1009 + r, **config.policy_params)
             if instance.needs_residency:  # KV events, delivered at once: the engines' caches
-                instance.residency = EngineResidency(self.nodes)
+                if self._residency is None:
+                    self._residency = EngineResidency(self.nodes)
+                instance.residency = self._residency
             self.routers.append(SimRouter(instance, view))
         if config.front not in FRONTS:
             raise ValueError(f"front must be one of {', '.join(FRONTS)}, got {config.front!r}")
@@ -149,7 +160,6 @@ class Cluster:
         self.snapshots = 0
         self.aborted = False
         self.end_s = 0.0
-        self._heap: list[tuple[float, int]] = []  # (step end, node index)
         self._drain = _Watch(config.timeout_s)
         self._abort: _Watch | None = None
         self._abort_at = 1
@@ -164,7 +174,6 @@ class Cluster:
             self._abort = _Watch(config.abort_above_s)
             # p99 (linear interpolation) exceeds the limit once this many requests exceed it.
             self._abort_at = measured - int(0.99 * (measured - 1)) if measured else 1
-        heap = self._heap
         nodes = self.nodes
         interval = config.snapshot_interval_s
         inf = float("inf")
@@ -174,23 +183,17 @@ class Cluster:
         now = 0.0
         while True:
             t_arrival = requests[i].arrival_s if i < total else inf
-            t_step = heap[0][0] if heap else inf
-            if next_snap <= t_arrival and next_snap <= t_step:
+            if next_snap <= t_arrival:
                 now = next_snap
                 next_snap += interval
+                for node in nodes:
+                    node.advance(now)
                 if self._tick(now) or (i >= total and self._drained()):
                     break
-            elif t_arrival <= t_step:
+            else:
                 now = t_arrival
                 self._arrive(i, now)
                 i += 1
-            else:
-                now, index = heapq.heappop(heap)
-                node = nodes[index]
-                node.end_step(now)
-                dt = node.start_step(now)
-                if dt > 0.0:
-                    heapq.heappush(heap, (now + dt, index))
         self.end_s = now
         return summarize(self, measured)
 
@@ -206,11 +209,12 @@ class Cluster:
             if self._abort is not None:
                 self._abort.queue.append(job)
         node = self.nodes[index]
+        node.advance(now)
         node.enqueue(job)
         if not node.busy:
             dt = node.start_step(now)
             if dt > 0.0:
-                heapq.heappush(self._heap, (now + dt, index))
+                node.step_end = now + dt
 
     def front(self, i: int, request: SimRequest) -> int:
         """The router request ``i`` reaches: round-robin, by key hash, or by conversation (a
@@ -230,6 +234,8 @@ class Cluster:
         r = self.front(i, request)
         router = self.routers[r]
         thread = request.thread
+        if self._residency is not None:
+            self._residency.now = now
         if self._sessions:
             session = self._last_node.get(thread, -1) if self._echo and thread >= 0 else -1
             flow = thread if thread >= 0 else _FLOW_SINGLE + i
@@ -245,7 +251,7 @@ class Cluster:
 
     def _drained(self) -> bool:
         if self.config.drain_all:
-            return not self._heap
+            return not any(node.busy for node in self.nodes)
         return not self._drain.queue
 
     def _tick(self, now: float) -> bool:

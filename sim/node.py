@@ -13,6 +13,8 @@ can reuse the previous answer.
 Speed: decoding requests are not touched step by step. The node keeps their count, the sum of
 their context lengths (the decode cost's input) and a heap of the step index at which each
 finishes, so a step costs O(prefill chunks + finishing requests), not O(running requests).
+:meth:`Node.advance` runs a node's steps up to a time in one call, and a stretch of steps that
+only decode and finish nothing (most steps of a run) in a loop of a few float operations each.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from collections.abc import Callable
 from sim.cache_impl import BlockCache, new_prefix_cache
 from sim.engine_model import EngineProfile
 from sim.types import SimRequest
+
+_NEVER = 1 << 62  # a step index no finishing request reaches
 
 
 class Job:
@@ -89,6 +93,7 @@ class Node:
         self._finishing: list[tuple[int, int, Job]] = []  # (last step, rid, job)
         self._chunks: list[tuple[Job, int]] = []
         self._step = 0
+        self.step_end = float("inf")  # when the step in flight ends (inf: idle); advance() keeps it
         self._window = window
         self._ttft_offset = profile.ttft_offset_ms / 1000.0
         # Work inside the measurement window.
@@ -106,6 +111,56 @@ class Node:
     def enqueue(self, job: Job) -> None:
         job.node = self.index
         self.waiting.append(job)
+
+    # -- steps up to a time -----------------------------------------------------------------------
+
+    def advance(self, until: float) -> None:
+        """Run every step that ends before ``until``; an event at ``until`` itself comes first.
+
+        Nodes do not touch one another, so a cluster may run a node's steps late, when something
+        reads it (a request routed to it, a snapshot of its load, its cache), with the same result
+        as running every node's steps in time order. A step started here is kept in
+        ``step_end``; :meth:`start_step` callers outside ``advance`` set it themselves.
+        """
+        t = self.step_end
+        finishing = self._finishing
+        while t < until:
+            if (
+                self._chunks
+                or self.prefilling
+                or self.waiting
+                or (finishing and finishing[0][0] <= self._step)
+            ):
+                self.end_step(t)
+                dt = self.start_step(t)
+                t = t + dt if dt > 0.0 else float("inf")
+            else:
+                t = self._coast(t, until)
+        self.step_end = t
+
+    def _coast(self, t: float, until: float) -> float:
+        """Steps that only decode and finish nothing, from the one ending at ``t``: the same float
+        operations as :meth:`end_step` then :meth:`start_step`, without their bookkeeping."""
+        profile = self.profile
+        base = profile.decode_base_ms
+        per_context = profile.decode_ms_per_context
+        start, stop = self._window
+        last = self._finishing[0][0] if self._finishing else _NEVER
+        step = self._step
+        decoding = self.decoding
+        context = self.decode_context
+        busy = self.busy_s
+        while t < until and step < last:
+            step += 1
+            context += decoding
+            dt = (base + per_context * context) / 1000.0
+            if start <= t < stop:
+                busy += dt
+            t = t + dt
+        self._step = step
+        self.decode_context = context
+        self.busy_s = busy
+        return t
 
     # -- one step ---------------------------------------------------------------------------------
 

@@ -11,8 +11,8 @@ seconds (:class:`tests.support.timing.HangGuard`), not fixed ones: pytest-timeou
 timer is replaced, its report (every thread's stack, then the failure) is kept.
 
 ``CACHEROUTE_TEST_CPU_LOG=FILE`` appends each test's CPU seconds (its worker's and its reaped
-children's, setup and teardown included) to FILE: where the suite's CPU goes (issue 34,
-docs/DEVELOPING.md).
+children's, setup and teardown included, then each part alone) to FILE: where the suite's CPU
+goes (issue 34, docs/DEVELOPING.md).
 """
 
 from __future__ import annotations
@@ -44,11 +44,11 @@ TRACES = Path(__file__).resolve().parent.parent.parent / "shared" / "traces"
 CPU_LOG = os.environ.get("CACHEROUTE_TEST_CPU_LOG", "")
 
 
-def _cpu_s() -> float:
-    """CPU seconds of this process and of its children it has waited for."""
+def _cpu_s() -> tuple[float, float]:
+    """CPU seconds of this process, and of its children it has waited for."""
     own = resource.getrusage(resource.RUSAGE_SELF)
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -57,10 +57,13 @@ def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, None, None]:
     if not CPU_LOG:
         yield
         return
-    before = _cpu_s()
+    own, children = _cpu_s()
     yield
+    own_after, children_after = _cpu_s()
+    spent_own, spent_children = own_after - own, children_after - children
     with open(CPU_LOG, "a") as log:
-        log.write(f"{_cpu_s() - before:.3f} {item.nodeid}\n")
+        total = spent_own + spent_children
+        log.write(f"{total:.3f} {item.nodeid} own={spent_own:.3f} children={spent_children:.3f}\n")
 
 
 @pytest.hookimpl(tryfirst=True)

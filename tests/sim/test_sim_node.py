@@ -122,3 +122,69 @@ def test_profiles_are_complete_and_looked_up_by_name() -> None:
     assert PROFILES["llama-3.3-70b-fp8-tp2-h100"].kv_blocks == 40_071
     with pytest.raises(ValueError, match="unknown engine profile"):
         get_profile("gpt-5")
+
+
+def _mixed_jobs(seed: int, count: int) -> list[Job]:
+    """Requests sharing prefixes (hits), some long (chunked), some too big (refused)."""
+    rng = random.Random(seed)
+    now = 0.0
+    jobs = []
+    for rid in range(count):
+        now += rng.expovariate(6.0)
+        prompt = rng.choice((40, 300, 1200, 5000))
+        request = unique_request(rid, now, prompt, rng.choice((1, 2, 30, 200)))
+        shared = rng.randrange(4)  # four families share their first blocks
+        blocks = tuple(range(shared * 10 + 1, shared * 10 + 9)) + request.blocks[8:]
+        output = request.output_tokens
+        jobs.append(Job(rid, SimRequest(now, f"k{rid}", rid, blocks, prompt, output)))
+    return jobs
+
+
+def _trace(node: Node, jobs: list[Job]) -> list[object]:
+    return [(j.first_token, j.finish, j.cached, j.rejected) for j in jobs] + [
+        node.busy_s,
+        node.prefill_s,
+        node.prefilled_tokens,
+        node.rejected,
+        node._step,
+    ]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_advance_gives_the_results_of_stepping_event_by_event(seed: int) -> None:
+    """``advance`` (lazy steps, the decode-only shortcut) equals the step-by-step event loop,
+    float for float, whatever times it is called at in between."""
+    profile = PROFILE.with_overrides(kv_blocks=300, max_batched_tokens=1024, max_running=12)
+    window = (2.0, 9.0)
+    stepped, advanced = _mixed_jobs(seed, 80), _mixed_jobs(seed, 80)
+
+    reference = Node(0, profile, window=window)
+    step_end, i = float("inf"), 0
+    while i < len(stepped) or step_end < float("inf"):
+        arrival = stepped[i].arrival if i < len(stepped) else float("inf")
+        if arrival <= step_end:  # an arrival at a step's end comes first
+            reference.enqueue(stepped[i])
+            i += 1
+            now = arrival
+            if reference.busy:
+                continue
+        else:
+            now = step_end
+            reference.end_step(now)
+        dt = reference.start_step(now)
+        step_end = now + dt if dt > 0.0 else float("inf")
+
+    lazy = Node(0, profile, window=window)
+    rng = random.Random(seed)
+    for job in advanced:
+        lazy.advance(job.arrival - rng.random() * 0.5)  # a snapshot or a cache read before it
+        lazy.advance(job.arrival)
+        lazy.enqueue(job)
+        if not lazy.busy:
+            dt = lazy.start_step(job.arrival)
+            lazy.step_end = job.arrival + dt if dt > 0.0 else float("inf")
+    lazy.advance(float("inf"))
+
+    assert any(j.rejected for j in stepped) and any(j.cached for j in stepped)
+    assert _trace(lazy, advanced) == _trace(reference, stepped)
+    assert lazy.step_end == float("inf") and not lazy.busy
