@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -104,7 +104,7 @@ class Verdict:
 
 def scaled(requests: Sequence[SimRequest], factor: float) -> list[SimRequest]:
     """The stream with arrival times divided by ``factor`` (factor 2 = twice the load)."""
-    return [replace(r, arrival_s=r.arrival_s / factor) for r in requests]
+    return [r.at(r.arrival_s / factor) for r in requests]
 
 
 def thinned(ordered: Sequence[SimRequest], most: int) -> list[SimRequest]:
@@ -138,7 +138,7 @@ class Replayer:
         self.recorded_qps = n / span if span > 0 else float(n)
         kept = thinned(ordered, s.max_requests)
         start = kept[0].arrival_s
-        self.requests = [replace(r, arrival_s=r.arrival_s - start) for r in kept]
+        self.requests = [r.at(r.arrival_s - start) for r in kept]
         kept_span = self.requests[-1].arrival_s
         self.replay_qps = len(kept) / kept_span if kept_span > 0 else float(len(kept))
         self.nodes = s.nodes or len(table.node_ids)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import replace
 from datetime import UTC, datetime
 
 from cacheroute.v1 import admin_pb2, cluster_pb2
@@ -45,7 +44,7 @@ def _stream(requests: Sequence[SimRequest], max_requests: int) -> tuple[list[Sim
     """The sampled stream thinned to ``max_requests``, from 0, and its own rate."""
     kept = thinned(sorted(requests, key=lambda r: r.arrival_s), max_requests)
     start = kept[0].arrival_s
-    kept = [replace(r, arrival_s=r.arrival_s - start) for r in kept]
+    kept = [r.at(r.arrival_s - start) for r in kept]
     span = kept[-1].arrival_s
     return kept, (len(kept) / span if span > 0 else float(len(kept)))
 
