@@ -2,11 +2,11 @@
 PYTHON ?= python3
 VENV ?= .venv
 # Test worker processes (pytest-xdist; files are dealt out whole, pyproject's --dist loadfile);
-# TEST_WORKERS=0 runs the suite in one process. 3, not 4, on the 2-core machine: every worker
-# imports and collects the whole suite (~5 s of CPU each) and a fourth only adds contention; with
-# whole files dealt out, a third of the suite took 18 % less CPU and 14 % less wall time than with
-# 4 workers (docs/DEVELOPING.md, "The suite's size and time").
-TEST_WORKERS ?= 3
+# TEST_WORKERS=0 runs the suite in one process. 2, one per core of the 2-core machine: every worker
+# imports and collects the whole suite, and a worker beyond the cores stretches every test's
+# servers, whose timers and pollers cost CPU by the second: the whole suite took 7 % less CPU with
+# 2 workers than with 3, and 20 % more wall time (docs/DEVELOPING.md, "The suite's size and time").
+TEST_WORKERS ?= 2
 PY := $(VENV)/bin/python
 
 .PHONY: demo sim-native test check lint typecheck proto proto-check bench clean mutate
