@@ -141,7 +141,10 @@ class Node:
 
     def _coast(self, t: float, until: float) -> float:
         """Steps that only decode and finish nothing, from the one ending at ``t``: the same float
-        operations as :meth:`end_step` then :meth:`start_step`, without their bookkeeping."""
+        operations as :meth:`end_step` then :meth:`start_step` (the decode part of
+        :meth:`EngineProfile.step_ms`), without their bookkeeping. A change to that formula must
+        be made here too; ``test_advance_gives_the_results_of_stepping_event_by_event`` fails
+        until it is."""
         profile = self.profile
         base = profile.decode_base_ms
         per_context = profile.decode_ms_per_context
