@@ -154,7 +154,6 @@ class Cluster:
         self._sessions = first.needs_session
         self._echo = config.echo_tokens and first.needs_session
         self._last_node: dict[int, int] = {}  # conversation → node of its last decision
-        self._fronts = len(self.routers) > 1  # more than one router: the front tier deals
         self.sync = TreeSync.for_routers(self.routers, config.tree_sync_s)
         self.jobs: list[Job] = []
         self.routed = [0] * config.nodes  # measured requests per node
@@ -164,7 +163,6 @@ class Cluster:
         self._drain = _Watch(config.timeout_s)
         self._abort: _Watch | None = None
         self._abort_at = 1
-        self._warmup_s = config.warmup_s
 
     def run(self) -> RunMetrics:
         config = self.config
@@ -205,7 +203,7 @@ class Cluster:
         job = Job(i, request)
         self.jobs.append(job)
         index = self.route(i, request, now)
-        if now >= self._warmup_s:
+        if now >= self.config.warmup_s:
             self.routed[index] += 1
             self._drain.queue.append(job)
             if self._abort is not None:
@@ -233,7 +231,7 @@ class Cluster:
 
     def route(self, i: int, request: SimRequest, now: float) -> int:
         """Deal request ``i`` to a router (the front tier) and return the node it chose."""
-        r = self.front(i, request) if self._fronts else 0
+        r = self.front(i, request)
         router = self.routers[r]
         thread = request.thread
         if self._residency is not None:
