@@ -24,6 +24,11 @@ dials, and the node id the pod's name; ``--drain-timeout`` makes SIGTERM drain t
 
 from __future__ import annotations
 
+from servekit.startup_gc import freeze_startup, pause_for_startup
+
+if __name__ == "__main__":
+    pause_for_startup()  # until the agents run (servekit/startup_gc.py)
+
 import argparse
 import asyncio
 import sys
@@ -94,6 +99,7 @@ async def serve(configs: list[AgentConfig], args: argparse.Namespace) -> int:
                 for c in configs
             ]
             tasks = [asyncio.create_task(a.run(), name=a.config.node_id) for a in agents]
+            freeze_startup()  # what start-up built lives as long as the process
             await asyncio.wait({stop_signal, *tasks}, return_when=asyncio.FIRST_COMPLETED)
             for agent in agents:
                 agent.stop()

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from servekit.blas import limit_blas_threads
+from servekit.startup_gc import freeze_startup, pause_for_startup
 
 limit_blas_threads()  # first: numpy, imported below, reads it once
+if __name__ == "__main__":
+    pause_for_startup()  # until the server serves (servekit/startup_gc.py)
 
 import asyncio
 import sys
@@ -25,6 +28,7 @@ async def serve(config: ControlPlaneConfig) -> int:
     log = structlog.get_logger("controlplane")
     try:
         await plane.start()
+        freeze_startup()  # what start-up built lives as long as the process
     except (OSError, EmbeddedRedisError, ValueError) as exc:  # ValueError: the auth file
         log.error("could not start", error=str(exc))
         await plane.stop()

@@ -8,12 +8,14 @@ defaults and variables.
 from __future__ import annotations
 
 from servekit.blas import limit_blas_threads
+from servekit.startup_gc import freeze_startup, pause_for_startup
 
 limit_blas_threads()  # first: numpy, imported below, reads it once
+if __name__ == "__main__":
+    pause_for_startup()  # until the server serves (servekit/startup_gc.py)
 
 import argparse
 import asyncio
-import gc
 import sys
 from collections.abc import Mapping, Sequence
 
@@ -53,7 +55,7 @@ async def serve(config: RouterConfig) -> None:
     # Everything allocated so far (modules, gRPC, the first tables) lives as long as the process:
     # keep it out of the cyclic GC's full collections, which would otherwise scan it again every
     # few seconds of traffic and pause the serving thread for milliseconds.
-    gc.freeze()
+    freeze_startup()
     await run_until_signal(server.stop)
 
 

@@ -17,8 +17,11 @@ publishes each engine's KV-cache events as vLLM does (ZMQ PUB + replay ROUTER).
 from __future__ import annotations
 
 from servekit.blas import limit_blas_threads
+from servekit.startup_gc import freeze_startup, pause_for_startup
 
 limit_blas_threads()  # first: numpy, imported below, reads it once
+if __name__ == "__main__":
+    pause_for_startup()  # until the server serves (servekit/startup_gc.py)
 
 import argparse
 import asyncio
@@ -117,6 +120,7 @@ async def serve(listen: Sequence[str], options: EngineOptions) -> int:
         for server in servers:
             await server.stop()
         return 1
+    freeze_startup()  # what start-up built lives as long as the process
     sig = await wait_for_signal()
     log.info("stopping", signal=sig)
     for server in servers:
