@@ -48,6 +48,7 @@ from sim.cluster_types import (
     ClusterConfig,
     SimRouter,
 )
+from sim.gc_pause import gc_paused
 from sim.node import Job, Node
 from sim.run_results import RunMetrics, summarize
 from sim.steady import warm_cluster
@@ -165,6 +166,10 @@ class Cluster:
         self._abort_at = 1
 
     def run(self) -> RunMetrics:
+        with gc_paused():  # a run allocates per request and builds no cycles (sim/gc_pause.py)
+            return self._run()
+
+    def _run(self) -> RunMetrics:
         config = self.config
         requests = self.requests
         warm_cluster(self, self.prewarm)

@@ -25,14 +25,12 @@ Every output id is masked to 63 bits so it also fits a signed int64 array.
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import itertools
-from collections.abc import Iterator
 
 import numpy as np
 import numpy.typing as npt
 
+from sim.gc_pause import gc_paused
 from sim.types import BLOCK_TOKENS
 
 U64 = npt.NDArray[np.uint64]
@@ -134,22 +132,6 @@ def sub_blocks(coarse: U64, coarse_start: I64, tokens: I64, coarse_tokens: int) 
     parent = coarse[np.repeat(coarse_start[:-1], n_blocks) + local // per]
     sub_hash = splitmix64(np.arange(per, dtype=np.uint64))  # mix(parent, j) with j looked up
     return splitmix64(parent ^ sub_hash[local % per]), req_block_start
-
-
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cyclic GC while building millions of tuples and records.
-
-    They hold no cycles, but every allocation batch would trigger a collection that rescans all of
-    them; pausing makes stream construction ~1.5x faster. The previous GC state is restored.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def to_tuples(ids: U64, req_block_start: I64) -> list[tuple[int, ...]]:

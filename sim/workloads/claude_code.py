@@ -37,8 +37,9 @@ import numpy as np
 import numpy.typing as npt
 
 from dataplane.core.keys import hash_key
+from sim.gc_pause import gc_paused
 from sim.types import SimRequest
-from sim.workloads.blocks import I64, gc_paused, mix, mix_int, sub_blocks, to_tuples
+from sim.workloads.blocks import I64, mix, mix_int, sub_blocks, to_tuples
 from sim.workloads.mooncake import TraceError
 
 F64 = npt.NDArray[np.float64]

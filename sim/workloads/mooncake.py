@@ -39,9 +39,10 @@ import numpy as np
 import numpy.typing as npt
 
 from dataplane.core.keys import hash_key
+from sim.gc_pause import gc_paused
 from sim.types import SimRequest
 from sim.workloads.arrivals import AZURE_CONV, BOOTSTRAP_BLOCK, GAMMA_CV, ArrivalProcess
-from sim.workloads.blocks import I64, gc_paused, mix, mix_int, sub_blocks, to_tuples
+from sim.workloads.blocks import I64, mix, mix_int, sub_blocks, to_tuples
 
 F64 = npt.NDArray[np.float64]
 COARSE_TOKENS = 512

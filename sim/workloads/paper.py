@@ -46,9 +46,10 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from sim.gc_pause import gc_paused
 from sim.types import BLOCK_TOKENS, SimRequest
 from sim.workloads.arrivals import AZURE_CONV, BOOTSTRAP_BLOCK, GAMMA_CV, ArrivalProcess
-from sim.workloads.blocks import I64, U64, gc_paused, mix, mix_int, segment_blocks, to_tuples
+from sim.workloads.blocks import I64, U64, mix, mix_int, segment_blocks, to_tuples
 from sim.workloads.paper_shape import (
     ANSWER,
     CONTEXT_TOKENS,

@@ -10,9 +10,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sim.gc_pause import gc_paused
 from sim.types import SimRequest
 from sim.workloads.arrivals import ArrivalProcess
-from sim.workloads.blocks import gc_paused, mix, mix_int, segment_blocks, to_tuples
+from sim.workloads.blocks import mix, mix_int, segment_blocks, to_tuples
 from sim.workloads.paper_shape import ANSWER, lognormal_tokens
 from sim.workloads.popularity import Population
 
