@@ -17,6 +17,7 @@ goes (issue 34, docs/DEVELOPING.md).
 
 from __future__ import annotations
 
+import gc
 import os
 import resource
 import signal
@@ -49,6 +50,13 @@ def _cpu_s() -> tuple[float, float]:
     own = resource.getrusage(resource.RUSAGE_SELF)
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What collection imported (the product, every test module) lives as long as the worker:
+    out of the cyclic GC's full collections, as the servers do with their start-up
+    (servekit/startup_gc.py)."""
+    gc.freeze()
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -3,6 +3,7 @@ the binary a build script caches (llama-server, the native ext_proc transport) f
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 from pathlib import Path
@@ -23,14 +24,22 @@ def load_script(relative: str) -> ModuleType:
     return module
 
 
+@functools.cache
+def _cached_binary(script: str) -> Path:
+    """Where ``script`` caches its binary: its key asks the compiler and pkg-config for their
+    versions (two child processes), so once per test worker, not once per test."""
+    binary: Path = load_script(script).cached_binary()
+    return binary
+
+
 def require_built(script: str, env: str, what: str, *build_args: object) -> Path:
     """The binary ``script`` (``cached_binary()``, ``build()``) caches for this machine: skips the
     test without it, fails it under ``CACHEROUTE_REQUIRE_<env>=1`` (``.ci/run`` builds the binary
     and sets that), builds it under ``CACHEROUTE_BUILD_<env>=1``."""
-    module = load_script(script)
-    binary: Path = module.cached_binary()
+    binary = _cached_binary(script)
     if binary.exists():
         return binary
+    module = load_script(script)
     if os.environ.get(f"CACHEROUTE_REQUIRE_{env}") == "1":
         pytest.fail(f"CACHEROUTE_REQUIRE_{env}=1 but no {what} at {binary}")
     if os.environ.get(f"CACHEROUTE_BUILD_{env}") != "1":
