@@ -95,8 +95,10 @@ async def test_a_message_over_the_limit_is_refused_and_the_next_stream_is_served
 
 
 async def test_another_method_is_unimplemented(server: NativeExtProcServer) -> None:
+    # No message: the transport answers the call's headers, and a write racing that answer fails
+    # in the client's own gRPC core as INTERNAL ("Failed execute_batch", seen once in a full run).
     with pytest.raises(grpc.aio.AioRpcError) as failed:
-        await raw_stream(server.port, [b""], method="/grpc.health.v1.Health/Watch")
+        await raw_stream(server.port, [], method="/grpc.health.v1.Health/Watch")
     assert failed.value.code() == grpc.StatusCode.UNIMPLEMENTED
 
 
