@@ -52,9 +52,8 @@ def parse_args(
 async def serve(config: RouterConfig) -> None:
     server = RouterServer(config)
     await server.start()
-    # Everything allocated so far (modules, gRPC, the first tables) lives as long as the process:
-    # keep it out of the cyclic GC's full collections, which would otherwise scan it again every
-    # few seconds of traffic and pause the serving thread for milliseconds.
+    # What start-up built (modules, gRPC, the first tables) lives as long as the process; full
+    # collections walking it again would pause the serving thread for milliseconds.
     freeze_startup()
     await run_until_signal(server.stop)
 

@@ -53,9 +53,8 @@ class Job:
     def __init__(self, rid: int, request: SimRequest) -> None:
         self.rid = rid
         self.arrival = request.arrival_s
-        prompt, output = request.prompt_tokens, request.output_tokens
-        self.prompt = prompt if prompt > 1 else 1
-        self.output = output if output > 1 else 1
+        self.prompt = max(1, request.prompt_tokens)
+        self.output = max(1, request.output_tokens)
         self.blocks = request.blocks
         self.output_blocks = request.output_blocks
         self.cached = 0  # prompt tokens served from the cache (decided at admission)
